@@ -1,0 +1,98 @@
+"""The command line: each command parses options, calls one core function, prints the result.
+
+This package is the only place that prints. Every ``EnvfactoryError`` is turned into an
+``error:`` line plus a ``hint:`` line and its exit code here, in one funnel (``run``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+import click
+import typer
+
+from envfactory import __version__
+from envfactory.cli import catalog_cmds, diagnose_cmds, lock_cmds
+from envfactory.cli.output import print_error
+from envfactory.errors import EXIT_BAD_INPUT, EXIT_OK, EnvfactoryError
+
+app = typer.Typer(
+    name="envfactory",
+    help=(
+        "Reproducible GPU deep-learning conda environments.\n\n"
+        "A catalog of TensorFlow/CUDA/cuDNN/Python combos (every fact with its source) is rendered "
+        "into environment files, solved into per-platform lockfiles, rebuilt into identical "
+        "environments with activation scripts that keep foreign CUDA installs off PATH, and "
+        "checked against a machine's GPU and driver.\n\n"
+        "Exit codes: 0 ok, 1 bad input, 2 solver or tool failure, 3 problems found."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"envfactory {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", callback=_version, is_eager=True
+    ),
+) -> None:
+    """Reproducible GPU deep-learning conda environments."""
+
+
+catalog_cmds.register(app)
+lock_cmds.register(app)
+diagnose_cmds.register(app)
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return its exit code; tests call this directly."""
+    command = typer.main.get_command(app)
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        result = command.main(args=args, prog_name="envfactory", standalone_mode=False)
+    except EnvfactoryError as exc:
+        print_error(exc.message, exc.hint)
+        return exc.exit_code
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # Click's help for a bare group or command; not an error.
+        click.echo(exc.ctx.get_help() if exc.ctx else "", err=False)
+        return EXIT_OK
+    except click.UsageError as exc:
+        hint = "see 'envfactory --help'"
+        if exc.ctx is not None:
+            hint = f"see '{exc.ctx.command_path} --help'"
+        print_error(exc.format_message(), hint)
+        return EXIT_BAD_INPUT
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.Abort:
+        print_error("interrupted", None)
+        return 130
+    except KeyboardInterrupt:
+        print_error("interrupted", None)
+        return 130
+    return int(result) if isinstance(result, int) else EXIT_OK
+
+
+def main() -> None:
+    """Console-script entry point.
+
+    Ends with ``os._exit``: py-rattler 0.28 can crash at interpreter shutdown after a solve
+    (shared/research/feasibility.md, "Stability warning"); all output is flushed first.
+    """
+    code = run()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

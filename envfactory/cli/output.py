@@ -1,0 +1,36 @@
+"""Printing helpers shared by the command modules: error lines, JSON, tables."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+
+def stdout_console() -> Console:
+    # Created per call so tests that capture sys.stdout see the output.
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+
+
+def stderr_console() -> Console:
+    return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+
+
+def print_error(message: str, hint: str | None) -> None:
+    sys.stderr.write(f"error: {message}\n")
+    if hint:
+        sys.stderr.write(f"hint: {hint}\n")
+    sys.stderr.flush()
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    sys.stdout.flush()
+
+
+def note(message: str) -> None:
+    """A progress or status line on stderr, so stdout stays clean for data."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()

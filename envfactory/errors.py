@@ -1,0 +1,64 @@
+"""One error hierarchy; the CLI turns each into an ``error:`` + ``hint:`` pair and an exit code.
+
+Exit codes (documented in the README): 0 ok, 1 bad input, 2 solver or outside-tool failure,
+3 problems found (doctor, verify, lock --check).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 1
+EXIT_TOOL_FAILURE = 2
+EXIT_PROBLEMS_FOUND = 3
+
+
+class EnvfactoryError(Exception):
+    """Base of every error a user can cause or fix. Never shown with a traceback."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UserInputError(EnvfactoryError):
+    """A name, option or file the user gave is wrong (exit 1)."""
+
+
+class CatalogError(EnvfactoryError):
+    """The catalog data or a template is malformed; the message names file and line (exit 1)."""
+
+
+class ToolError(EnvfactoryError):
+    """The solver or an outside tool failed (exit 2)."""
+
+    exit_code = EXIT_TOOL_FAILURE
+
+
+class ProblemsFound(EnvfactoryError):
+    """A check ran and found problems (exit 3)."""
+
+    exit_code = EXIT_PROBLEMS_FOUND
+
+
+def nearest(word: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    """The closest valid choices to ``word``, best first, for "did you mean" hints."""
+    pool = sorted(set(choices))
+    close = difflib.get_close_matches(word, pool, n=n, cutoff=0.5)
+    if close:
+        return close
+    prefix = [c for c in pool if c.startswith(word[:4])]
+    return prefix[:n]
+
+
+def did_you_mean(word: str, choices: Iterable[str], listing: str) -> str:
+    """A hint line: ``did you mean X, Y? see '<listing>'`` (or just the listing)."""
+    close = nearest(word, choices)
+    if close:
+        return f"did you mean {', '.join(close)}? see '{listing}'"
+    return f"see '{listing}'"
