@@ -1,0 +1,39 @@
+"""Filesystem adapter: atomic writes, so no reader ever sees a half-written file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
+    atomic_write_many([(path, data)])
+
+
+def atomic_write_many(items: Iterable[tuple[Path, str | bytes]]) -> None:
+    """Write several files so that either all of them are replaced or none is.
+
+    Every temporary file is written and flushed before the first rename; a failure while
+    writing removes the temporaries and leaves the old files untouched.
+    """
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, data in items:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            payload = data.encode("utf-8") if isinstance(data, str) else data
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            staged.append((Path(tmp), path))
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload)
+                handle.flush()
+                os.fsync(handle.fileno())
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in staged:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
