@@ -11,11 +11,14 @@ from rich.console import Console
 
 def stdout_console() -> Console:
     # Created per call so tests that capture sys.stdout see the output.
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    # Tables stay one line per row when piped (rich would wrap them at 80 columns).
+    width = None if sys.stdout.isatty() else 200
+    # markup=False: catalog text holds [brackets] that rich would eat as markup.
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True, width=width, markup=False)
 
 
 def stderr_console() -> Console:
-    return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+    return Console(file=sys.stderr, highlight=False, soft_wrap=True, markup=False)
 
 
 def print_error(message: str, hint: str | None) -> None:
