@@ -124,6 +124,11 @@ class PlatformRoute:
     def conda_pins(self, python: str) -> tuple[CondaPin, ...]:
         return self.conda + self.conda_by_python.get(python, ())
 
+    def all_pins(self) -> tuple[CondaPin | PipPin, ...]:
+        """Every pin of the route, for every Python."""
+        per_python = tuple(p for pins in self.conda_by_python.values() for p in pins)
+        return (*self.conda, *per_python, *self.pip)
+
 
 @dataclass(frozen=True)
 class Uncovered:
@@ -224,8 +229,9 @@ def _version_key(text: str) -> tuple[int, ...]:
 
 
 def parse_platform(text: str) -> Platform:
-    if text in PLATFORMS:
-        return cast(Platform, text)
+    for platform in PLATFORMS:
+        if text == platform:
+            return platform
     raise UserInputError(
         f"unknown platform '{text}'", did_you_mean(text, PLATFORMS, "envfactory render --help")
     )
@@ -526,7 +532,8 @@ class _Loader:
             driver_note = f"the driver CUDA {toolkit.release} ships with"
         else:
             driver = toolkit.compat_floor[os_name]
-            driver_note = f"NVIDIA's minor-version-compatibility floor for CUDA {toolkit.version.split('.')[0]}.x"
+            major = toolkit.version.split(".")[0]
+            driver_note = f"NVIDIA's minor-version-compatibility floor for CUDA {major}.x"
         return PlatformRoute(
             platform=platform,
             route=cast(Fact[RouteKind], route),
@@ -660,8 +667,11 @@ def load_catalog() -> Catalog:
 
 
 def _fact_view(fact: Fact[str]) -> dict[str, Any]:
-    view: dict[str, Any] = {"value": fact.value, "sources": list(fact.sources),
-                            "confirmed": fact.confirmed}
+    view: dict[str, Any] = {
+        "value": fact.value,
+        "sources": list(fact.sources),
+        "confirmed": fact.confirmed,
+    }
     if fact.note:
         view["note"] = fact.note
     return view
@@ -687,10 +697,7 @@ def summarize(combo: Combo) -> dict[str, Any]:
         "uncovered": sorted(combo.uncovered),
         "deviation": combo.deviation,
         "unconfirmed_pins": sum(
-            1
-            for r in combo.platforms.values()
-            for pin in (*r.conda, *(p for pins in r.conda_by_python.values() for p in pins), *r.pip)
-            if not pin.confirmed
+            not pin.confirmed for r in combo.platforms.values() for pin in r.all_pins()
         ),
         "summary": combo.summary,
     }
@@ -708,14 +715,9 @@ def describe(catalog: Catalog, combo: Combo) -> dict[str, Any]:
         cite(fact.sources)
     for platform, route in combo.platforms.items():
         pins = route.conda_pins(combo.python_default)
-        by_python = {
-            py: [p.spec for p in route.conda_pins(py)] for py in route.pythons
-        }
-        for pin in (*route.conda, *route.pip):
+        by_python = {py: [p.spec for p in route.conda_pins(py)] for py in route.pythons}
+        for pin in route.all_pins():
             cite(pin.sources)
-        for extra in route.conda_by_python.values():
-            for pin in extra:
-                cite(pin.sources)
         cite(route.route.sources)
         cite(route.min_driver.sources)
         cite(route.targets.sources)
@@ -740,14 +742,15 @@ def describe(catalog: Catalog, combo: Combo) -> dict[str, Any]:
     uncovered = {}
     for platform, gap in combo.uncovered.items():
         cite(gap.sources)
-        uncovered[platform] = {"reason": gap.reason, "alternative": gap.alternative,
-                               "sources": list(gap.sources)}
+        uncovered[platform] = {
+            "reason": gap.reason,
+            "alternative": gap.alternative,
+            "sources": list(gap.sources),
+        }
     cite(combo.targets.sources)
     cite(combo.toolkit.sources)
     toolkit = combo.toolkit
-    min_driver = {
-        os_of(p): r.min_driver.value for p, r in combo.platforms.items()
-    }
+    min_driver = {os_of(p): r.min_driver.value for p, r in combo.platforms.items()}
     return {
         "name": combo.name,
         "summary": combo.summary,

@@ -25,15 +25,15 @@ def atomic_write_many(items: Iterable[tuple[Path, str | bytes]]) -> None:
         for path, data in items:
             path.parent.mkdir(parents=True, exist_ok=True)
             payload = data.encode("utf-8") if isinstance(data, str) else data
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            staged.append((Path(tmp), path))
+            fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            staged.append((Path(name), path))
             with os.fdopen(fd, "wb") as handle:
                 handle.write(payload)
                 handle.flush()
                 os.fsync(handle.fileno())
-        for tmp, path in staged:
-            os.replace(tmp, path)
+        for temporary, path in staged:
+            temporary.replace(path)
     finally:
-        for tmp, _ in staged:
+        for temporary, _ in staged:
             with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+                temporary.unlink()

@@ -35,9 +35,10 @@ def yaml_str(value: object) -> str:
 
 
 @functools.cache
-def environment() -> jinja2.Environment:
+def environment(directory: Path | None = None) -> jinja2.Environment:
+    """The Jinja environment over ``directory`` (default: the shipped templates)."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        loader=jinja2.FileSystemLoader(str(directory or templates_dir())),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -51,10 +52,10 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def render_template(name: str, context: dict[str, Any]) -> str:
+def render_template(name: str, context: dict[str, Any], directory: Path | None = None) -> str:
     """Render one template; a broken template is reported with its file and line."""
     try:
-        return environment().get_template(name).render(**context)
+        return environment(directory).get_template(name).render(**context)
     except jinja2.TemplateSyntaxError as exc:
         where = f"{exc.filename or name}:{exc.lineno}"
         raise CatalogError(f"{where}: template error: {exc.message}", "fix the template") from None

@@ -10,8 +10,12 @@ import os
 import sys
 from collections.abc import Sequence
 
-import click
 import typer
+
+try:  # typer >= 0.22 ships its own copy of click; older releases use click itself
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from envfactory import __version__
 from envfactory.cli import catalog_cmds, diagnose_cmds, lock_cmds
@@ -65,19 +69,19 @@ def run(argv: Sequence[str] | None = None) -> int:
     except EnvfactoryError as exc:
         print_error(exc.message, exc.hint)
         return exc.exit_code
-    except click.exceptions.NoArgsIsHelpError as exc:
+    except click_errors.NoArgsIsHelpError as exc:
         # Click's help for a bare group or command; not an error.
-        click.echo(exc.ctx.get_help() if exc.ctx else "", err=False)
+        sys.stdout.write((exc.ctx.get_help() if exc.ctx else "") + "\n")
         return EXIT_OK
-    except click.UsageError as exc:
+    except click_errors.UsageError as exc:
         hint = "see 'envfactory --help'"
         if exc.ctx is not None:
             hint = f"see '{exc.ctx.command_path} --help'"
         print_error(exc.format_message(), hint)
         return EXIT_BAD_INPUT
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return int(exc.exit_code)
-    except click.Abort:
+    except typer.Abort:
         print_error("interrupted", None)
         return 130
     except KeyboardInterrupt:

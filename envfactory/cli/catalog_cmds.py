@@ -44,7 +44,11 @@ def list_combos(
         if row["unconfirmed_pins"]:
             notes.append(f"{row['unconfirmed_pins']} unconfirmed")
         table.add_row(
-            row["name"], row["tensorflow"], row["cuda"], row["cudnn"], pythons,
+            row["name"],
+            row["tensorflow"],
+            row["cuda"],
+            row["cudnn"],
+            pythons,
             short.get(row["platforms"].get("linux-64", ""), "-"),
             short.get(row["platforms"].get("win-64", ""), "-"),
             ", ".join(notes),
@@ -54,11 +58,15 @@ def list_combos(
 
 
 def show(
-    combo: str = typer.Argument(..., help="Combo name, e.g. tf114-cuda100 (see 'envfactory list')."),
+    combo: str = typer.Argument(
+        ..., help="Combo name, e.g. tf114-cuda100 (see 'envfactory list')."
+    ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> int:
-    """Show every fact of a combo with its source: versions, pins per platform and Python,
-    minimum drivers, the GPU architectures the build carries (SASS and PTX), and what is unconfirmed.
+    """Show every fact of a combo with its source.
+
+    Versions, pins per platform and Python, minimum drivers, the GPU architectures the build
+    carries (SASS and PTX), and which facts are unconfirmed.
     """
     catalog = load_catalog()
     doc = describe(catalog, catalog.combo(combo))
@@ -104,9 +112,8 @@ def _print_show(doc: dict[str, Any]) -> None:
         out.print(f"\n{platform}: {info['route_title']}{_mark(info['route_fact'])}")
         out.print(f"  channels    {', '.join(info['channels'])}")
         out.print(f"  python      {', '.join(info['pythons'])}")
-        out.print(
-            f"  min driver  {info['min_driver']} ({info['driver_threshold']}: {info['driver_note']})"
-        )
+        threshold = f"{info['driver_threshold']}: {info['driver_note']}"
+        out.print(f"  min driver  {info['min_driver']} ({threshold})")
         if info["sass"] != doc["sass"] or info["ptx"] != doc["ptx"]:
             out.print(f"  GPU code    SASS {', '.join(info['sass'])}; PTX {', '.join(info['ptx'])}")
         out.print(f"  pins (python {py['default']}):")
@@ -127,9 +134,13 @@ def _print_show(doc: dict[str, Any]) -> None:
 
 
 def render(
-    combo: str = typer.Argument(..., help="Combo name, e.g. tf114-cuda100 (see 'envfactory list')."),
+    combo: str = typer.Argument(
+        ..., help="Combo name, e.g. tf114-cuda100 (see 'envfactory list')."
+    ),
     platform: list[str] = typer.Option(
-        [], "--platform", "-p",
+        [],
+        "--platform",
+        "-p",
         help="Render only this platform (linux-64, win-64); repeat for several. Default: all the "
         "combo covers.",
     ),
@@ -137,7 +148,9 @@ def render(
         None, "--python", help="Python X.Y within the combo's range. Default: the combo's default."
     ),
     out: str = typer.Option(
-        "locks", "--out", "-o",
+        "locks",
+        "--out",
+        "-o",
         help="Directory that receives COMBO/ with the files, or '-' to print the environment "
         "file(s) to stdout.",
     ),
