@@ -1,0 +1,463 @@
+"""Adapter for the machine's library search paths and for an environment's own Python.
+
+The search-order logic is pure: it works on a list of directories, a filesystem view and (on
+Linux) the ld.so cache, so a Windows PATH can be checked on Linux with an in-memory view.
+
+Search orders modelled:
+
+* Windows, ``LoadLibrary`` with SafeDllSearchMode on (the default): the application's directory
+  (the environment's ``python.exe``, i.e. the prefix), the system directory (System32), the 16-bit
+  system directory (System), the Windows directory, the current directory, then PATH in order.
+  Source: https://learn.microsoft.com/en-us/windows/win32/dlls/dynamic-link-library-search-order
+  (a stray ``cudnn64_7.dll`` in System32 therefore beats every PATH entry).
+* Linux, ``dlopen`` of a bare name: LD_LIBRARY_PATH, then the calling library's RUNPATH (TensorFlow
+  wheels use RUNPATH; modelled as ``PREFIX/lib``), then ``/etc/ld.so.cache`` (``ldconfig -p``),
+  then ``/lib`` and ``/usr/lib``. Source: ld.so(8). So LD_LIBRARY_PATH shadows the environment's
+  own CUDA (tensorflow/tensorflow#60750).
+
+Library names TensorFlow's loader asks for, per CUDA/cuDNN major (read verbatim in TensorFlow
+logs quoted in public issues: ``cudart64_100.dll``/``libcudart.so.10.0`` and
+``cublas64_100.dll``/``libcublas.so.10.0`` for CUDA 10.0 (#42156, #43138); ``cudart64_101.dll``,
+``cublas64_10.dll``, ``libcudart.so.10.1``, ``libcublas.so.10`` for 10.1 (#41909, #43945);
+``cudart64_110.dll``, ``libcudart.so.11.0``, ``libcublas.so.11`` for 11.x (#57103,
+NVIDIA/tensorflow#110); ``cudnn64_7.dll``/``libcudnn.so.7`` and ``cudnn64_8.dll``/``libcudnn.so.8``
+(#47606, #45200); CUDA 12/13 keep only the major: ``libcudart.so.13`` in the H200 fixture).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any, Literal, Protocol
+
+from envfactory.catalog import Combo, OperatingSystem
+
+Origin = Literal[
+    "application",
+    "system",
+    "windows",
+    "cwd",
+    "PATH",
+    "LD_LIBRARY_PATH",
+    "RUNPATH",
+    "ld.so.cache",
+    "default",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Library names
+
+
+@dataclass(frozen=True)
+class LibraryName:
+    role: Literal["cudart", "cublas", "cudnn"]
+    file: str
+
+
+def library_names(combo: Combo, os_name: OperatingSystem) -> tuple[LibraryName, ...]:
+    """The CUDA runtime, cuBLAS and cuDNN file names TensorFlow of this combo loads."""
+    major, minor = (int(p) for p in combo.cuda.value.split(".")[:2])
+    cudnn_major = combo.cudnn.value.split(".")[0]
+    if os_name == "windows":
+        cudart = (
+            f"cudart64_{major}{minor}.dll"
+            if major == 10
+            else ("cudart64_110.dll" if major == 11 else f"cudart64_{major}.dll")
+        )
+        if major == 10:
+            cublas = "cublas64_100.dll" if minor == 0 else "cublas64_10.dll"
+        else:
+            cublas = f"cublas64_{major}.dll"
+        cudnn = f"cudnn64_{cudnn_major}.dll"
+    else:
+        cudart = (
+            f"libcudart.so.{major}.{minor}"
+            if major == 10
+            else ("libcudart.so.11.0" if major == 11 else f"libcudart.so.{major}")
+        )
+        if major == 10:
+            cublas = "libcublas.so.10.0" if minor == 0 else "libcublas.so.10"
+        else:
+            cublas = f"libcublas.so.{major}"
+        cudnn = f"libcudnn.so.{cudnn_major}"
+    return (
+        LibraryName("cudart", cudart),
+        LibraryName("cublas", cublas),
+        LibraryName("cudnn", cudnn),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Filesystem views and search directories
+
+
+class FsView(Protocol):
+    def files(self, directory: str) -> frozenset[str]:
+        """The file names in ``directory`` (empty when it does not exist)."""
+        ...
+
+
+class RealFs:
+    def files(self, directory: str) -> frozenset[str]:
+        try:
+            return frozenset(p.name for p in Path(directory).iterdir())
+        except OSError:
+            return frozenset()
+
+
+class MappingFs:
+    """An in-memory view ``{directory: [file names]}``; Windows paths compare case-insensitively."""
+
+    def __init__(self, tree: Mapping[str, Sequence[str]], os_name: OperatingSystem) -> None:
+        self.os_name = os_name
+        self.tree = {_norm(d, os_name): frozenset(names) for d, names in tree.items()}
+
+    def files(self, directory: str) -> frozenset[str]:
+        return self.tree.get(_norm(directory, self.os_name), frozenset())
+
+    @classmethod
+    def from_listing(cls, paths: Sequence[str], os_name: OperatingSystem) -> MappingFs:
+        """A view from full file paths, one a line (like ``find / -name 'libcud*'``)."""
+        tree: dict[str, list[str]] = {}
+        for p in paths:
+            pure = PureWindowsPath(p) if os_name == "windows" else PurePosixPath(p)
+            tree.setdefault(str(pure.parent), []).append(pure.name)
+        return cls(tree, os_name)
+
+
+def _norm(directory: str, os_name: OperatingSystem) -> str:
+    if os_name == "windows":
+        return str(PureWindowsPath(directory)).rstrip("\\").lower()
+    return str(PurePosixPath(directory)).rstrip("/") or "/"
+
+
+def _join(directory: str, name: str, os_name: OperatingSystem) -> str:
+    if os_name == "windows":
+        return str(PureWindowsPath(directory) / name)
+    return str(PurePosixPath(directory) / name)
+
+
+def split_search_path(value: str | None, os_name: OperatingSystem) -> list[str]:
+    """PATH-style value to directories: ``;`` on Windows, ``:`` on Linux; empty entries dropped."""
+    if not value:
+        return []
+    sep = ";" if os_name == "windows" else ":"
+    return [p.strip().strip('"') for p in value.split(sep) if p.strip().strip('"')]
+
+
+@dataclass(frozen=True)
+class SearchDir:
+    path: str
+    origin: Origin
+
+
+def search_dirs(
+    os_name: OperatingSystem,
+    environ: Mapping[str, str],
+    prefix: str | None = None,
+    cwd: str | None = None,
+) -> list[SearchDir]:
+    """Directories in the order the loader tries them (the ld.so cache is applied separately)."""
+    dirs: list[SearchDir] = []
+    if os_name == "windows":
+        root = environ.get("SystemRoot") or environ.get("WINDIR") or "C:\\Windows"
+        if prefix:
+            dirs.append(SearchDir(prefix, "application"))
+        dirs.append(SearchDir(_join(root, "System32", "windows"), "system"))
+        dirs.append(SearchDir(_join(root, "System", "windows"), "system"))
+        dirs.append(SearchDir(root, "windows"))
+        if cwd:
+            dirs.append(SearchDir(cwd, "cwd"))
+        dirs.extend(SearchDir(d, "PATH") for d in split_search_path(environ.get("PATH"), os_name))
+    else:
+        dirs.extend(
+            SearchDir(d, "LD_LIBRARY_PATH")
+            for d in split_search_path(environ.get("LD_LIBRARY_PATH"), os_name)
+        )
+        if prefix:
+            dirs.append(SearchDir(_join(prefix, "lib", os_name), "RUNPATH"))
+    return dirs
+
+
+LINUX_DEFAULT_DIRS = ("/lib", "/usr/lib")
+
+
+def parse_ldconfig(text: str) -> dict[str, tuple[str, ...]]:
+    """``ldconfig -p`` output to {soname: paths in cache order}."""
+    cache: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        m = re.match(r"^\s*(\S+) \(([^)]*)\) => (\S+)\s*$", line)
+        if m:
+            cache.setdefault(m[1], []).append(m[3])
+    return {k: tuple(v) for k, v in cache.items()}
+
+
+@dataclass(frozen=True)
+class Copy:
+    path: str
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class LibraryLocation:
+    name: LibraryName
+    copies: tuple[Copy, ...]
+
+    @property
+    def loads(self) -> Copy | None:
+        return self.copies[0] if self.copies else None
+
+    @property
+    def shadowed(self) -> tuple[Copy, ...]:
+        return self.copies[1:]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"role", "file", "loads": null | {"path", "origin"}, "shadowed": [...]}``: copies in
+        search order, the first one is the one that loads."""
+        return {
+            "role": self.name.role,
+            "file": self.name.file,
+            "loads": {"path": self.loads.path, "origin": self.loads.origin} if self.loads else None,
+            "shadowed": [{"path": c.path, "origin": c.origin} for c in self.shadowed],
+        }
+
+
+def locate(
+    name: LibraryName,
+    dirs: Sequence[SearchDir],
+    fs: FsView,
+    os_name: OperatingSystem,
+    ldcache: Mapping[str, Sequence[str]] | None = None,
+) -> LibraryLocation:
+    """Every copy of ``name`` in search order (``where cudnn64_7.dll``, but in loader order)."""
+    seen: set[str] = set()
+    copies: list[Copy] = []
+
+    def add(path: str, origin: Origin) -> None:
+        key = _norm(path, os_name)
+        if key not in seen:
+            seen.add(key)
+            copies.append(Copy(path, origin))
+
+    wanted = name.file.lower() if os_name == "windows" else name.file
+    for d in dirs:
+        present = fs.files(d.path)
+        names = {n.lower() for n in present} if os_name == "windows" else present
+        if wanted in names:
+            add(_join(d.path, name.file, os_name), d.origin)
+    if os_name == "linux":
+        for path in (ldcache or {}).get(name.file, ()):
+            add(path, "ld.so.cache")
+        for default in LINUX_DEFAULT_DIRS:
+            if name.file in fs.files(default):
+                add(_join(default, name.file, os_name), "default")
+    return LibraryLocation(name, tuple(copies))
+
+
+# Directories of CUDA/cuDNN installs outside any conda environment: the CUDA toolkit installers'
+# default locations on Windows and Linux, versioned /usr/local/cuda-X.Y trees, cuDNN unpacked
+# by hand.
+_FOREIGN_CUDA = re.compile(
+    r"(nvidia gpu computing toolkit[/\\]cuda|/usr/local/cuda|/opt/cuda"
+    r"|[/\\]cuda-\d+(\.\d+)?([/\\]|$)"
+    r"|[/\\]cudnn[^/\\]*([/\\]|$))",
+    re.IGNORECASE,
+)
+
+
+def foreign_cuda_dirs(
+    dirs: Sequence[SearchDir], os_name: OperatingSystem, prefix: str | None = None
+) -> list[SearchDir]:
+    """Entries of PATH / LD_LIBRARY_PATH that point into a CUDA or cuDNN install outside
+    ``prefix``; the environment's activation scripts drop exactly these."""
+    out = []
+    inside = _norm(prefix, os_name) if prefix else None
+    for d in dirs:
+        if d.origin not in ("PATH", "LD_LIBRARY_PATH"):
+            continue
+        norm = _norm(d.path, os_name)
+        if inside and (
+            norm == inside or norm.startswith(inside + ("\\" if os_name == "windows" else "/"))
+        ):
+            continue
+        if _FOREIGN_CUDA.search(d.path.replace("\\", "/") if os_name == "linux" else d.path):
+            out.append(d)
+    return out
+
+
+def inside_prefix(path: str, prefix: str | None, os_name: OperatingSystem) -> bool:
+    if not prefix:
+        return False
+    p, root = _norm(path, os_name), _norm(prefix, os_name)
+    sep = "\\" if os_name == "windows" else "/"
+    return p == root or p.startswith(root + sep)
+
+
+# --------------------------------------------------------------------------------------------
+# The three-tier TensorFlow check, run by the environment's own Python.
+
+TF_CHECK_MARKER = "ENVFACTORY_TF_CHECK "
+
+# Runs under TF 1.13-2.x and Python 3.6+: no f-strings with '=', no walrus, no type hints.
+TF_CHECK_SCRIPT = r"""
+import json, sys, traceback
+out = {"tensorflow": None, "built_with_cuda": None, "devices": None, "matmul": None, "errors": {}}
+try:
+    import numpy as np
+    import tensorflow as tf
+    out["tensorflow"] = tf.__version__
+except Exception as exc:
+    out["errors"]["import"] = "%s: %s" % (type(exc).__name__, exc)
+    print("ENVFACTORY_TF_CHECK " + json.dumps(out)); sys.exit(0)
+try:
+    out["built_with_cuda"] = bool(tf.test.is_built_with_cuda())
+except Exception as exc:
+    out["errors"]["built_with_cuda"] = "%s: %s" % (type(exc).__name__, exc)
+try:
+    from tensorflow.python.client import device_lib
+    out["devices"] = [
+        {"name": d.name, "memory_bytes": int(d.memory_limit), "description": d.physical_device_desc}
+        for d in device_lib.list_local_devices() if d.device_type == "GPU"
+    ]
+except Exception as exc:
+    out["errors"]["devices"] = "%s: %s" % (type(exc).__name__, exc)
+try:
+    rng = np.random.RandomState(0)
+    a = rng.standard_normal((256, 256)).astype("float32")
+    b = rng.standard_normal((256, 256)).astype("float32")
+    expected = a.astype("float64").dot(b.astype("float64"))
+    if tf.executing_eagerly():
+        with tf.device("/GPU:0"):
+            c = tf.matmul(tf.constant(a), tf.constant(b))
+        got, device = c.numpy(), c.device
+    else:
+        with tf.device("/GPU:0"):
+            c = tf.matmul(tf.constant(a), tf.constant(b))
+        config = tf.compat.v1.ConfigProto(allow_soft_placement=False)
+        with tf.compat.v1.Session(config=config) as sess:
+            got = sess.run(c)
+        device = c.device
+    err = float(np.max(np.abs(got - expected)))
+    close = np.allclose(got, expected, rtol=1e-3, atol=1e-2)
+    out["matmul"] = {"device": device, "max_abs_error": err,
+                     "ok": bool("GPU" in device.upper() and close)}
+except Exception as exc:
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    out["errors"]["matmul"] = "%s: %s" % (type(exc).__name__, first)
+print("ENVFACTORY_TF_CHECK " + json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class TfCheck:
+    """The three tiers, each reported on its own; ``log`` is TensorFlow's stderr (for explain)."""
+
+    python: str
+    tensorflow: str | None
+    built_with_cuda: bool | None
+    devices: tuple[dict[str, Any], ...] | None
+    matmul: dict[str, Any] | None
+    errors: Mapping[str, str]
+    log: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "python": self.python,
+            "tensorflow": self.tensorflow,
+            "built_with_cuda": self.built_with_cuda,
+            "gpu_devices": list(self.devices) if self.devices is not None else None,
+            "matmul": self.matmul,
+            "errors": dict(sorted(self.errors.items())),
+        }
+
+
+def parse_tf_check(python: str, stdout: str, stderr: str, returncode: int) -> TfCheck:
+    """Read the script's marker line; a crash before it is reported as an error, not raised."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(TF_CHECK_MARKER):
+            data = json.loads(line[len(TF_CHECK_MARKER) :])
+            devices = data.get("devices")
+            return TfCheck(
+                python=python,
+                tensorflow=data.get("tensorflow"),
+                built_with_cuda=data.get("built_with_cuda"),
+                devices=tuple(devices) if devices is not None else None,
+                matmul=data.get("matmul"),
+                errors=dict(data.get("errors") or {}),
+                log=stderr,
+            )
+    tail = (stderr.strip().splitlines() or ["no output"])[-1]
+    return TfCheck(python, None, None, None, None, {"run": f"exit {returncode}: {tail}"}, stderr)
+
+
+def env_python(prefix: Path, os_name: OperatingSystem) -> Path:
+    return prefix / "python.exe" if os_name == "windows" else prefix / "bin" / "python"
+
+
+def run_tf_check(prefix: Path, os_name: OperatingSystem, timeout: float = 1800) -> TfCheck:
+    """Run the check with the environment's Python (a GPU start with PTX JIT can be slow)."""
+    python = env_python(prefix, os_name)
+    if not python.exists():
+        return TfCheck(str(python), None, None, None, None, {"run": f"{python} does not exist"}, "")
+    try:
+        done = subprocess.run(
+            [str(python), "-c", TF_CHECK_SCRIPT],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return TfCheck(
+            str(python), None, None, None, None, {"run": f"timed out after {timeout:.0f} s"}, ""
+        )
+    except OSError as exc:
+        return TfCheck(str(python), None, None, None, None, {"run": str(exc)}, "")
+    return parse_tf_check(str(python), done.stdout, done.stderr, done.returncode)
+
+
+# --------------------------------------------------------------------------------------------
+# The live machine, as one adapter object; tests pass a recorded one with the same attributes.
+
+
+class MachineProbes(Protocol):
+    os_name: OperatingSystem
+
+    def environ(self) -> Mapping[str, str]: ...
+    def fs(self) -> FsView: ...
+    def ldcache(self) -> Mapping[str, Sequence[str]]: ...
+    def tf_check(self, prefix: Path) -> TfCheck: ...
+
+
+class LiveProbes:
+    def __init__(self, os_name: OperatingSystem) -> None:
+        self.os_name = os_name
+
+    def environ(self) -> Mapping[str, str]:
+        return dict(os.environ)
+
+    def fs(self) -> FsView:
+        return RealFs()
+
+    def ldcache(self) -> Mapping[str, Sequence[str]]:
+        if self.os_name != "linux":
+            return {}
+        for exe in ("ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"):
+            try:
+                done = subprocess.run(
+                    [exe, "-p"], capture_output=True, text=True, timeout=30, check=False
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if done.returncode == 0:
+                return parse_ldconfig(done.stdout)
+        return {}
+
+    def tf_check(self, prefix: Path) -> TfCheck:
+        return run_tf_check(prefix, self.os_name)
