@@ -1,9 +1,194 @@
-"""Commands that check hardware and logs: compat, doctor, explain, recommend."""
+"""Commands that check hardware and logs: compat, doctor, explain, recommend.
+
+Exit codes: 0 ok (the combo runs; nothing wrong found), 1 bad input, 3 problems found (compat:
+the combo does not run there; doctor: a problem finding; explain: a recognized problem;
+recommend: no combo runs there).
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import typer
+
+from envfactory import doctor as doctor_core
+from envfactory.catalog import Platform, load_catalog, os_of, parse_platform
+from envfactory.cli.output import print_json, stdout_console
+from envfactory.compat import DriverVersion, GpuSpec, check, parse_driver
+from envfactory.errors import EXIT_OK, EXIT_PROBLEMS_FOUND, UserInputError
+from envfactory.explain import explain as explain_core
+from envfactory.gpus import parse_capability, resolve_gpu
+from envfactory.nvml import detect
+from envfactory.probes import LiveProbes
+from envfactory.recommend import parse_tf_filter
+from envfactory.recommend import recommend as recommend_core
+
+JSON_HELP = "Print machine-readable JSON instead of text."
+GPU_HELP = "GPU model, e.g. 'RTX 3080', 'NVIDIA H200' (matched tolerantly)."
+CC_HELP = "Compute capability instead of a name, e.g. 8.6."
+DRIVER_HELP = "NVIDIA driver version as nvidia-smi prints it, e.g. 535.104.05."
+
+
+def host_platform() -> Platform:
+    return "win-64" if sys.platform.startswith("win") else "linux-64"
+
+
+def _gpu_spec(gpu: str | None, cc: str | None) -> tuple[GpuSpec, str | None]:
+    if gpu and cc:
+        raise UserInputError("give --gpu or --cc, not both")
+    if cc:
+        return GpuSpec(parse_capability(cc)), None
+    if gpu:
+        match = resolve_gpu(gpu)
+        return GpuSpec(match.model.cc, match.model.name), match.note
+    raise UserInputError("no GPU given", "give --gpu NAME or --cc X.Y")
+
+
+def _driver(text: str | None) -> DriverVersion | None:
+    return parse_driver(text) if text else None
+
+
+def compat(
+    combo: str = typer.Argument(..., help="Combo name, e.g. tf114-cuda100."),
+    gpu: str | None = typer.Option(None, "--gpu", help=GPU_HELP),
+    cc: str | None = typer.Option(None, "--cc", help=CC_HELP),
+    driver: str | None = typer.Option(None, "--driver", help=DRIVER_HELP),
+    platform: str = typer.Option("linux-64", "--platform", help="linux-64 or win-64."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> int:
+    """Will COMBO run on this GPU and driver? Probes nothing.
+
+    Verdicts, checked in this order: platform-unsupported, driver-too-old, gpu-too-new,
+    gpu-too-old, supported (native SASS), ptx-jit (runs after JIT compilation). Exit 0 when it
+    runs (supported or ptx-jit), 3 when it does not.
+    """
+    catalog = load_catalog()
+    spec, note = _gpu_spec(gpu, cc)
+    result = check(catalog, catalog.combo(combo), spec, parse_platform(platform), _driver(driver))
+    if as_json:
+        data = result.to_json()
+        data["gpu"]["match_note"] = note
+        print_json(data)
+    else:
+        out = stdout_console()
+        if note:
+            out.print(f"note: {note}")
+        out.print(f"{result.combo} on {spec.describe()}, {result.platform}: {result.verdict}")
+        for reason in result.reasons:
+            out.print(f"  - {reason}")
+        if result.fix:
+            out.print(f"fix: {result.fix.text}")
+    return EXIT_OK if result.runnable else EXIT_PROBLEMS_FOUND
+
+
+def doctor(
+    combo: str | None = typer.Argument(None, help="Combo to check this machine against."),
+    prefix: Path | None = typer.Option(
+        None, "--prefix", help="An environment to test: its own python runs the TensorFlow check."
+    ),
+    platform: str | None = typer.Option(
+        None, "--platform", help="Defaults to this machine's platform."
+    ),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> int:
+    """Check this machine: GPUs and driver (NVML, nvidia-smi), each GPU against COMBO, which copy
+    of each CUDA/cuDNN library would load (and which are shadowed), foreign CUDA directories on
+    PATH/LD_LIBRARY_PATH, and with --prefix TensorFlow itself (built with CUDA; GPU devices; a
+    real matmul on /GPU:0). Exit 3 when it found problems."""
+    catalog = load_catalog()
+    plat = parse_platform(platform) if platform else host_platform()
+    chosen = catalog.combo(combo) if combo else None
+    if prefix is not None and not prefix.is_dir():
+        raise UserInputError(f"--prefix {prefix} is not a directory")
+    report = doctor_core.diagnose(catalog, chosen, plat, detect(), LiveProbes(os_of(plat)), prefix)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        out = stdout_console()
+        for f in report.findings:
+            out.print(f"{f.severity}: [{f.id}] {f.message}")
+            if f.fix:
+                out.print(f"    fix: {f.fix}")
+        out.print(f"{report.problems} problem(s)")
+    return EXIT_PROBLEMS_FOUND if report.problems else EXIT_OK
+
+
+def explain(
+    source: str = typer.Argument("-", help="A log file, or - for standard input."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> int:
+    """Recognize known TensorFlow/CUDA problems in a pasted log: each with its id, the matching
+    lines, the cause and the fix. Exit 3 when it recognized a problem."""
+    if source == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(source).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise UserInputError(f"cannot read {source}: {exc.strerror}") from None
+    result = explain_core(text)
+    if as_json:
+        print_json(result.to_json())
+    else:
+        out = stdout_console()
+        if not result.problems:
+            out.print("no known problem recognized")
+        for p in result.problems:
+            out.print(f"[{p.id}] {p.cause}")
+            for line in p.lines:
+                out.print(f"    > {line}")
+            out.print(f"  fix: {p.fix}")
+    return EXIT_PROBLEMS_FOUND if result.problems else EXIT_OK
+
+
+def recommend(
+    gpu: str | None = typer.Option(None, "--gpu", help=GPU_HELP),
+    cc: str | None = typer.Option(None, "--cc", help=CC_HELP),
+    driver: str | None = typer.Option(None, "--driver", help=DRIVER_HELP),
+    platform: str | None = typer.Option(None, "--platform", help="Defaults to this machine's."),
+    tf: str | None = typer.Option(
+        None, "--tf", help="Only TF 1, TF 2, or one series such as 2.15."
+    ),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> int:
+    """The combos that run on this hardware, best first (native kernels before PTX JIT, newest
+    TensorFlow first), each with why. Without --gpu/--cc it uses the GPUs this machine reports
+    (and their driver, unless --driver is given). Exit 3 when none runs there."""
+    catalog = load_catalog()
+    plat = parse_platform(platform) if platform else host_platform()
+    driver_v = _driver(driver)
+    if gpu or cc:
+        specs = [_gpu_spec(gpu, cc)[0]]
+    else:
+        machine = detect()
+        specs = [GpuSpec(g.cc, g.name) for g in machine.gpus if g.cc is not None]
+        if not specs:
+            why = "; ".join(machine.problems) or "the driver reports no GPU"
+            raise UserInputError(f"no GPU detected ({why})", "give --gpu NAME or --cc X.Y")
+        if driver_v is None and machine.driver:
+            driver_v = parse_driver(machine.driver)
+    result = recommend_core(catalog, specs, plat, driver_v, parse_tf_filter(tf) if tf else None)
+    if as_json:
+        print_json(result.to_json())
+    else:
+        out = stdout_console()
+        gpus = ", ".join(g.describe() for g in result.gpus)
+        out.print(
+            f"combos that run on {gpus}, {plat}" + (f", driver {driver_v}" if driver_v else "")
+        )
+        if not result.candidates:
+            out.print("  none")
+        for c in result.candidates:
+            out.print(f"{c.combo.name}: {c.assessment.verdict}")
+            for why in c.assessment.reasons:
+                out.print(f"  - {why}")
+    return EXIT_OK if result.candidates else EXIT_PROBLEMS_FOUND
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app. Filled in by the diagnostics work."""
+    """Add compat, doctor, explain and recommend to the app."""
+    app.command("compat")(compat)
+    app.command("doctor")(doctor)
+    app.command("explain")(explain)
+    app.command("recommend")(recommend)
