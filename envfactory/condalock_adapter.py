@@ -1,0 +1,232 @@
+"""The one place that uses conda-lock's Python API: its lockfile models and writer (so the file is
+conda-lock's own v1 format, readable by ``conda-lock render`` and ``conda-lock install``), its
+reader, and its content hash.
+
+conda-lock is imported inside the functions: ``import conda_lock.lockfile`` costs ~0.9 s and must
+stay off the CLI's start-up path (shared/research/feasibility.md §0).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from envfactory.catalog import Platform
+from envfactory.errors import ToolError, UserInputError
+from envfactory.solve import LockedPackage, dependency_name
+
+LOCK_FILE = "conda-lock.yml"
+
+
+@dataclass(frozen=True)
+class LockContents:
+    packages: tuple[LockedPackage, ...]
+    platforms: tuple[Platform, ...]
+    channels: tuple[str, ...]
+    content_hash: Mapping[str, str]
+    custom_metadata: Mapping[str, str]
+
+
+def content_hashes(env_files: Mapping[Platform, Path], virtual_packages: Path) -> dict[str, str]:
+    """conda-lock's per-platform input hash of the rendered environment file(s), computed by
+    conda-lock's own functions (what ``conda-lock lock --check-input-hash`` compares)."""
+    from conda_lock.content_hash import compute_content_hashes
+    from conda_lock.src_parser import make_lock_spec
+    from conda_lock.virtual_package import virtual_package_repo_from_specification
+
+    vpr = virtual_package_repo_from_specification(virtual_packages)
+    out: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="envfactory-mapping-") as tmp:
+        # An empty PyPI->conda name mapping: pip names map to themselves and conda-lock never
+        # downloads its default mapping from GitHub (which hangs offline).
+        mapping = Path(tmp) / "mapping.json"
+        mapping.write_text("{}", encoding="utf-8")
+        for platform, path in env_files.items():
+            spec = make_lock_spec(
+                src_files=[path], platform_overrides=[platform], mapping_url=str(mapping)
+            )
+            out[platform] = compute_content_hashes(spec, vpr)[platform]
+    return dict(sorted(out.items()))
+
+
+def _dependencies(pkg: LockedPackage) -> dict[str, str]:
+    deps: dict[str, str] = {}
+    for dep in pkg.depends:
+        name = dependency_name(dep)
+        rest = dep.strip()[len(name) :].strip()
+        deps[name] = f"{deps[name]},{rest}" if name in deps and rest else rest
+    return dict(sorted(deps.items()))
+
+
+def render_lock(
+    packages: Sequence[LockedPackage],
+    platforms: Sequence[Platform],
+    channels: Sequence[str],
+    sources: Sequence[str],
+    content_hash: Mapping[str, str],
+    custom_metadata: Mapping[str, str],
+) -> str:
+    """The text of ``conda-lock.yml``, written by conda-lock's own writer (v1 format)."""
+    from conda_lock.lockfile import write_conda_lock_file
+    from conda_lock.lockfile.v2prelim.models import (
+        HashModel,
+        LockedDependency,
+        Lockfile,
+        LockMeta,
+    )
+
+    deps = [
+        LockedDependency(
+            name=p.name,
+            version=p.version,
+            manager=p.manager,
+            platform=p.platform,
+            dependencies=_dependencies(p),
+            url=p.url,
+            hash=HashModel(md5=p.md5, sha256=p.sha256),
+            build=p.build or None,
+            categories={"main"},
+        )
+        for p in packages
+    ]
+    lock = Lockfile(
+        package=deps,
+        metadata=LockMeta(
+            content_hash=dict(content_hash),
+            channels=list(channels),
+            platforms=list(platforms),
+            sources=list(sources),
+            custom_metadata=dict(sorted(custom_metadata.items())),
+        ),
+    )
+    with tempfile.TemporaryDirectory(prefix="envfactory-lock-") as tmp:
+        # The writer names the file in its header, so write under the final name.
+        path = Path(tmp) / LOCK_FILE
+        write_conda_lock_file(lock, path, metadata_choices=set())
+        return path.read_text(encoding="utf-8")
+
+
+def read_lock(path: Path) -> LockContents:
+    """Read a conda-lock file (v1 or v2) with conda-lock's reader."""
+    from conda_lock.lockfile import parse_conda_lock_file
+    from pydantic import ValidationError
+
+    try:
+        lock = parse_conda_lock_file(path)
+    except FileNotFoundError:
+        raise UserInputError(
+            f"no lockfile at {path}", "run 'envfactory lock COMBO' first, or pass the path"
+        ) from None
+    except (ValidationError, ValueError, KeyError, TypeError) as exc:
+        raise UserInputError(f"{path} is not a conda-lock file: {exc}") from None
+    packages = []
+    for dep in lock.package:
+        subdir = dep.url.rsplit("/", 2)[-2] if dep.manager == "conda" else ""
+        depends = tuple(f"{k} {v}".strip() for k, v in sorted(dep.dependencies.items()))
+        packages.append(
+            LockedPackage(
+                manager=dep.manager,
+                name=dep.name,
+                version=dep.version,
+                platform=cast(Platform, dep.platform),
+                url=dep.url,
+                build=dep.build or _build_from_url(dep.url, dep.manager),
+                subdir=subdir,
+                channel=dep.url.rsplit("/", 2)[0] if dep.manager == "conda" else "",
+                md5=dep.hash.md5,
+                sha256=dep.hash.sha256,
+                depends=depends,
+            )
+        )
+    meta = lock.metadata
+    return LockContents(
+        packages=tuple(packages),
+        platforms=tuple(cast(Platform, p) for p in meta.platforms),
+        channels=tuple(c.url for c in meta.channels),
+        content_hash=dict(meta.content_hash),
+        custom_metadata=dict(meta.custom_metadata or {}),
+    )
+
+
+def _build_from_url(url: str, manager: str) -> str:
+    """conda-lock's own files have no ``build`` key; the build is in the file name."""
+    if manager != "conda":
+        return ""
+    stem = url.rsplit("/", 1)[-1].removesuffix(".tar.bz2").removesuffix(".conda")
+    return stem.rsplit("-", 2)[-1]
+
+
+# --------------------------------------------------------------------------------------------
+# ``--solver conda-lock``: the real ``conda-lock lock`` CLI with the user's conda binary.
+
+CONDA_EXECUTABLES = ("micromamba", "mamba", "conda")
+CLI_TIMEOUT_S = 1800
+
+
+def find_conda(environ: Mapping[str, str]) -> str | None:
+    """The user's conda, mamba or micromamba (``CONDA_EXE``/``MAMBA_EXE`` first, then PATH).
+    Never ensureconda: without a binary it retries downloads for over a minute."""
+    for var in ("MAMBA_EXE", "CONDA_EXE"):
+        exe = environ.get(var)
+        if exe and Path(exe).is_file():
+            return exe
+    for name in CONDA_EXECUTABLES:
+        found = shutil.which(name, path=environ.get("PATH"))
+        if found:
+            return found
+    return None
+
+
+def solve_with_cli(
+    env_file: Path,
+    virtual_packages: Path,
+    platform: Platform,
+    channels: Sequence[str],
+    environ: Mapping[str, str],
+) -> list[LockedPackage]:
+    """Run ``conda-lock lock`` for one platform and read back its packages."""
+    conda = find_conda(environ)
+    if conda is None:
+        raise ToolError(
+            "--solver conda-lock needs conda, mamba or micromamba, and none was found "
+            "(looked at MAMBA_EXE, CONDA_EXE and PATH)",
+            "install micromamba (https://mamba.readthedocs.io) and put it on PATH, "
+            "or use the default solver (--solver rattler), which needs no conda",
+        )
+    script = Path(sys.executable).parent / "conda-lock"
+    command = [str(script) if script.exists() else "conda-lock", "lock", "--conda", conda]
+    if Path(conda).name.startswith("micromamba"):
+        command.append("--micromamba")
+    elif Path(conda).name.startswith("mamba"):
+        command.append("--mamba")
+    with tempfile.TemporaryDirectory(prefix="envfactory-conda-lock-") as tmp:
+        out = Path(tmp) / LOCK_FILE
+        command += ["-f", str(env_file), "--virtual-package-spec", str(virtual_packages)]
+        command += ["-p", platform, "--lockfile", str(out)]
+        for url in channels:
+            command += ["-c", url]
+        try:
+            proc = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=CLI_TIMEOUT_S,
+                env=dict(environ),
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise ToolError(f"conda-lock lock ran longer than {CLI_TIMEOUT_S} s") from None
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+            raise ToolError(
+                f"conda-lock lock failed for {platform} (exit {proc.returncode}):\n{tail}",
+                "the default solver (--solver rattler) gives a plainer explanation",
+            )
+        lock = read_lock(out)
+    return [p for p in lock.packages if p.platform == platform and p.manager == "conda"]

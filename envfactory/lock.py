@@ -1,0 +1,419 @@
+"""Lock stage: render a combo, solve each platform (virtual packages from the combo, never the
+host), refuse a wrong solution, lock the pip part, and write ``conda-lock.yml`` (conda-lock v1,
+written by conda-lock's own writer) plus one ``@EXPLICIT`` file per platform, atomically.
+
+``check_lock`` answers "is the lock still the lock of the current inputs?" without solving.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from envfactory import __version__
+from envfactory.catalog import PLATFORMS, Combo, Platform
+from envfactory.channels import ChannelMap
+from envfactory.errors import ToolError, UserInputError
+from envfactory.fsio import atomic_write_many
+from envfactory.render import (
+    VIRTUAL_PACKAGES_FILE,
+    EnvironmentSpec,
+    RenderedFile,
+    environment_spec,
+    render_combo,
+    resolve_python,
+)
+from envfactory.solve import LockedPackage, check_solution, refuse, solver_hint
+
+SolverKind = Literal["rattler", "conda-lock"]
+SOLVERS: tuple[SolverKind, ...] = ("rattler", "conda-lock")
+Progress = Callable[[str], None]
+
+LOCK_FILE = "conda-lock.yml"
+# Bump when the meaning of the recorded inputs changes, so older locks read as stale.
+INPUTS_FORMAT = "1"
+
+
+def explicit_name(platform: Platform) -> str:
+    return f"conda-{platform}.lock"
+
+
+@dataclass(frozen=True)
+class LockRequest:
+    combo: Combo
+    platforms: tuple[Platform, ...]
+    python: str
+    channel_map: ChannelMap
+    solver: SolverKind = "rattler"
+    virtual_packages: Mapping[Platform, Mapping[str, str]] = field(default_factory=dict)
+    pip_index: str | None = None
+
+    @classmethod
+    def for_combo(
+        cls,
+        combo: Combo,
+        platforms: Sequence[Platform] = (),
+        python: str | None = None,
+        channel_map: ChannelMap | None = None,
+        solver: SolverKind = "rattler",
+        virtual_packages: Mapping[Platform, Mapping[str, str]] | None = None,
+        pip_index: str | None = None,
+    ) -> LockRequest:
+        covered = [p for p in PLATFORMS if p in combo.platforms]
+        chosen = tuple(dict.fromkeys(platforms)) if platforms else tuple(covered)
+        for platform in chosen:
+            combo.route(platform)
+        py = resolve_python(combo, chosen, python)
+        return cls(
+            combo=combo,
+            platforms=chosen,
+            python=py,
+            channel_map=channel_map or ChannelMap({}),
+            solver=solver,
+            virtual_packages=dict(virtual_packages or {}),
+            pip_index=pip_index,
+        )
+
+    def spec(self, platform: Platform) -> EnvironmentSpec:
+        return environment_spec(self.combo, platform, self.python)
+
+    def virtual(self, platform: Platform) -> dict[str, str]:
+        """The virtual packages the solve assumes: the combo's unless overridden. A GPU combo
+        without ``__cuda`` is refused: its lock would silently become a CPU lock."""
+        chosen = dict(self.virtual_packages.get(platform) or self.spec(platform).virtual_packages)
+        if "__cuda" not in chosen:
+            raise UserInputError(
+                f"the virtual packages for {self.combo.name} on {platform} lack __cuda "
+                f"(got: {', '.join(sorted(chosen)) or 'none'})",
+                f"{self.combo.name} is a GPU combo: give __cuda (its CUDA is "
+                f"{self.combo.cuda.value}) or drop --virtual-package-spec to use the combo's own",
+            )
+        return dict(sorted(chosen.items()))
+
+    def regenerate(self) -> str:
+        parts = ["envfactory lock", self.combo.name]
+        covered = tuple(p for p in PLATFORMS if p in self.combo.platforms)
+        if self.platforms != covered:
+            parts += [f"--platform {p}" for p in self.platforms]
+        if self.python != self.combo.python_default:
+            parts.append(f"--python {self.python}")
+        if self.solver != "rattler":
+            parts.append(f"--solver {self.solver}")
+        return " ".join(parts)
+
+    def conda_specs(self, platform: Platform) -> list[str]:
+        """The spec strings with channel prefixes pointed through the channel map."""
+        out = []
+        for text in self.spec(platform).conda_specs():
+            channel, sep, rest = text.partition("::")
+            out.append(f"{self.channel_map.url(channel)}::{rest}" if sep else text)
+        return out
+
+    def inputs(self, platform: Platform) -> dict[str, object]:
+        """Everything the lock of ``platform`` depends on, as canonical JSON-able data."""
+        spec = self.spec(platform)
+        return {
+            "format": INPUTS_FORMAT,
+            "combo": self.combo.name,
+            "python": self.python,
+            "conda": self.conda_specs(platform),
+            "pip": spec.pip_requirements(),
+            "channels": self.channel_map.describe(spec.channels),
+            "virtual_packages": self.virtual(platform),
+            "solver": self.solver,
+            "pip_index": self.pip_index if spec.pip else None,
+        }
+
+
+def inputs_hash(inputs: object) -> str:
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class LockResult:
+    directory: Path
+    files: tuple[Path, ...]
+    packages: Mapping[Platform, tuple[LockedPackage, ...]]
+    solve_seconds: Mapping[Platform, float]
+
+
+def solve_platform(
+    request: LockRequest, platform: Platform, virtual: Mapping[str, str] | None = None
+) -> list[LockedPackage]:
+    """Solve the conda part of one platform with py-rattler, then check it (exit 2 on either
+    failure). ``virtual`` replaces the request's virtual packages; tests use it to show what the
+    solver says without ``__cuda``."""
+    from envfactory import rattler_adapter
+
+    spec = request.spec(platform)
+    vpkgs = dict(virtual) if virtual is not None else request.virtual(platform)
+    channels = request.channel_map.urls(spec.channels)
+    try:
+        packages = rattler_adapter.solve(request.conda_specs(platform), channels, platform, vpkgs)
+    except rattler_adapter.Unsatisfiable as exc:
+        raise ToolError(
+            f"no solution for {request.combo.name} on {platform}:\n{_plain(exc.explanation)}",
+            solver_hint(exc.explanation, vpkgs),
+        ) from None
+    problems = check_solution(spec, packages, rattler_adapter.matches)
+    if problems:
+        raise refuse(request.combo.name, platform, problems)
+    return packages
+
+
+def _plain(explanation: str) -> str:
+    """The solver's tree, minus box-drawing characters, indented under the error line."""
+    lines = [re.sub(r"[│├└─]+", "", line).rstrip() for line in explanation.splitlines()]
+    return "\n".join(f"  {line.strip()}" if line.strip() else "" for line in lines).strip("\n")
+
+
+def _pip_packages(
+    request: LockRequest, platform: Platform, conda: Sequence[LockedPackage], progress: Progress
+) -> list[LockedPackage]:
+    spec = request.spec(platform)
+    if not spec.pip:
+        return []
+    from envfactory import pypi
+
+    progress(f"{platform}: locking pip packages {', '.join(spec.pip_requirements())}")
+    packages = pypi.lock_requirements(
+        spec.pip_requirements(),
+        platform=platform,
+        python=request.python,
+        glibc=request.virtual(platform).get("__glibc"),
+        conda_packages=conda,
+        index=request.pip_index,
+    )
+    problems = check_solution(spec, [*conda, *packages], _matches(), with_pip=True)
+    if problems:
+        raise refuse(request.combo.name, platform, problems)
+    return packages
+
+
+def _rendered_inputs(request: LockRequest) -> list[RenderedFile]:
+    return render_combo(request.combo, list(request.platforms), request.python)
+
+
+def _env_file_of(files: Sequence[RenderedFile], platform: Platform) -> str:
+    names = {f.relpath for f in files}
+    own = f"environment.{platform}.yml"
+    return own if own in names else "environment.yml"
+
+
+def lock_combo(
+    request: LockRequest, directory: Path, progress: Progress | None = None
+) -> LockResult:
+    """Solve every requested platform and write the lock files into ``directory``."""
+    say = progress or (lambda _m: None)
+    rendered = _rendered_inputs(request)
+    solved: dict[Platform, tuple[LockedPackage, ...]] = {}
+    seconds: dict[Platform, float] = {}
+    for platform in request.platforms:
+        say(f"{platform}: solving {' '.join(request.spec(platform).conda_specs())}")
+        start = time.perf_counter()
+        if request.solver == "conda-lock":
+            conda = _solve_with_conda_lock(request, platform, rendered)
+            problems = check_solution(request.spec(platform), conda, _matches())
+            if problems:
+                raise refuse(request.combo.name, platform, problems)
+        else:
+            conda = solve_platform(request, platform)
+        pip = _pip_packages(request, platform, conda, say)
+        seconds[platform] = time.perf_counter() - start
+        solved[platform] = tuple(conda) + tuple(pip)
+        say(f"{platform}: {len(conda)} conda + {len(pip)} pip packages")
+
+    files = _lock_files(request, rendered, solved)
+    items = [(directory / name, text) for name, text in files]
+    atomic_write_many(items)
+    return LockResult(
+        directory=directory,
+        files=tuple(path for path, _ in items),
+        packages=solved,
+        solve_seconds=seconds,
+    )
+
+
+def _solve_with_conda_lock(
+    request: LockRequest, platform: Platform, rendered: Sequence[RenderedFile]
+) -> list[LockedPackage]:
+    from envfactory import condalock_adapter
+
+    with tempfile.TemporaryDirectory(prefix="envfactory-render-") as tmp:
+        for f in rendered:
+            (Path(tmp) / f.relpath).write_text(f.content, encoding="utf-8")
+        vp = Path(tmp) / VIRTUAL_PACKAGES_FILE
+        if request.virtual_packages:
+            vp.write_text(
+                json.dumps({"subdirs": {platform: {"packages": request.virtual(platform)}}})
+            )
+        return condalock_adapter.solve_with_cli(
+            Path(tmp) / _env_file_of(rendered, platform),
+            vp,
+            platform,
+            request.channel_map.urls(request.spec(platform).channels),
+            dict(os.environ),
+        )
+
+
+def _matches() -> Callable[[str, LockedPackage], bool]:
+    from envfactory import rattler_adapter
+
+    return rattler_adapter.matches
+
+
+def _lock_files(
+    request: LockRequest,
+    rendered: Sequence[RenderedFile],
+    solved: Mapping[Platform, Sequence[LockedPackage]],
+) -> list[tuple[str, str]]:
+    from envfactory import condalock_adapter, rattler_adapter
+
+    with tempfile.TemporaryDirectory(prefix="envfactory-render-") as tmp:
+        for f in rendered:
+            (Path(tmp) / f.relpath).write_text(f.content, encoding="utf-8")
+        env_files = {p: Path(tmp) / _env_file_of(rendered, p) for p in request.platforms}
+        content_hash = condalock_adapter.content_hashes(
+            env_files, Path(tmp) / VIRTUAL_PACKAGES_FILE
+        )
+
+    channel_names = list(
+        dict.fromkeys(c for p in request.platforms for c in request.spec(p).channels)
+    )
+    solver = (
+        rattler_adapter.solver_name()
+        if request.solver == "rattler"
+        else "conda-lock (conda-lock lock CLI)"
+    )
+    custom = {
+        "envfactory.version": __version__,
+        "envfactory.combo": request.combo.name,
+        "envfactory.python": request.python,
+        "envfactory.regenerate": request.regenerate(),
+        "envfactory.solver": solver,
+        "envfactory.channels": json.dumps(request.channel_map.describe(channel_names)),
+        "envfactory.inputs_sha256": inputs_hash({p: request.inputs(p) for p in request.platforms}),
+    }
+    for p in request.platforms:
+        custom[f"envfactory.virtual_packages.{p}"] = ",".join(
+            f"{k}={v}" for k, v in request.virtual(p).items()
+        )
+        custom[f"envfactory.inputs.{p}"] = json.dumps(request.inputs(p), sort_keys=True)
+    packages = [pkg for p in request.platforms for pkg in solved[p]]
+    sources = sorted({_env_file_of(rendered, p) for p in request.platforms})
+    lock_text = condalock_adapter.render_lock(
+        packages,
+        platforms=request.platforms,
+        channels=request.channel_map.urls(channel_names),
+        sources=sources,
+        content_hash=content_hash,
+        custom_metadata=custom,
+    )
+    out = [(f.relpath, f.content) for f in rendered]
+    out.append((LOCK_FILE, lock_text))
+    for p in request.platforms:
+        out.append((explicit_name(p), render_explicit(request, p, solved[p], content_hash[p])))
+    return out
+
+
+def topological(packages: Sequence[LockedPackage]) -> list[LockedPackage]:
+    """Dependencies before dependants, ties broken by name: a stable install order."""
+    from envfactory.solve import dependency_name
+
+    by_name = {p.name: p for p in packages}
+    done: set[str] = set()
+    order: list[LockedPackage] = []
+
+    def visit(name: str, stack: frozenset[str]) -> None:
+        if name in done or name in stack or name not in by_name:
+            return
+        for dep in sorted(dependency_name(d) for d in by_name[name].depends):
+            visit(dep, stack | {name})
+        done.add(name)
+        order.append(by_name[name])
+
+    for name in sorted(by_name):
+        visit(name, frozenset())
+    return order
+
+
+def render_explicit(
+    request: LockRequest, platform: Platform, packages: Sequence[LockedPackage], input_hash: str
+) -> str:
+    """An ``@EXPLICIT`` file for ``conda create --file``: URLs with ``#md5`` (``#sha256:`` when
+    only a sha256 is known), pip wheels as ``# pip`` comments like conda-lock writes them."""
+    lines = [
+        f"# Generated by envfactory {__version__}: explicit lock of {request.combo.name} "
+        f"for {platform}.",
+        f"# Regenerate: {request.regenerate()}",
+        f"# platform: {platform}",
+        f"# input_hash: {input_hash}",
+        "@EXPLICIT",
+    ]
+    conda = [p for p in packages if p.manager == "conda"]
+    for pkg in topological(conda):
+        digest = pkg.md5 or (f"sha256:{pkg.sha256}" if pkg.sha256 else "")
+        lines.append(f"{pkg.url}#{digest}" if digest else pkg.url)
+    for pkg in sorted((p for p in packages if p.manager == "pip"), key=lambda p: p.name):
+        lines.append(f"# pip {pkg.name} @ {pkg.url}#sha256={pkg.sha256}")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# --check: no solve, only the recorded inputs against the current ones.
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    fresh: bool
+    reasons: tuple[str, ...]
+
+
+def check_lock(request: LockRequest, directory: Path) -> CheckResult:
+    from envfactory import condalock_adapter
+
+    path = directory / LOCK_FILE
+    if not path.is_file():
+        return CheckResult(False, (f"{path} does not exist",))
+    lock = condalock_adapter.read_lock(path)
+    meta = lock.custom_metadata
+    reasons: list[str] = []
+    if tuple(lock.platforms) != request.platforms:
+        reasons.append(
+            f"the lock covers {', '.join(lock.platforms)}, "
+            f"the request {', '.join(request.platforms)}"
+        )
+    for platform in request.platforms:
+        recorded_text = meta.get(f"envfactory.inputs.{platform}")
+        if recorded_text is None:
+            reasons.append(f"{platform}: the lock records no envfactory inputs")
+            continue
+        recorded = json.loads(recorded_text)
+        current = json.loads(json.dumps(request.inputs(platform)))
+        for key in sorted(set(recorded) | set(current)):
+            if recorded.get(key) != current.get(key):
+                reasons.append(
+                    f"{platform}: {key} changed: "
+                    f"{_short(recorded.get(key))} -> {_short(current.get(key))}"
+                )
+        if not (directory / explicit_name(platform)).is_file():
+            reasons.append(f"{platform}: {explicit_name(platform)} is missing")
+    if not reasons and meta.get("envfactory.inputs_sha256") != inputs_hash(
+        {p: request.inputs(p) for p in request.platforms}
+    ):
+        reasons.append("the recorded inputs hash does not match the inputs")
+    return CheckResult(not reasons, tuple(reasons))
+
+
+def _short(value: object) -> str:
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        return " ".join(value)
+    return json.dumps(value, sort_keys=True)

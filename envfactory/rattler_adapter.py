@@ -1,0 +1,166 @@
+"""The one place that talks to py-rattler: solve, match, install, read installed records.
+
+py-rattler 0.28 quirks handled here (shared/research/feasibility.md §1b, §1d):
+``name=ver=build`` strings need ``MatchSpec(s, strict=False)``; a ``Gateway`` caches repodata,
+so every solve gets a fresh one; ``install`` needs a ``Subdir``; ``record.build`` is a
+``BuildString``; ``install`` does not check hashes of ``file://`` packages (``create`` does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from importlib.metadata import version as dist_version
+from pathlib import Path
+
+import rattler
+from rattler import (
+    BuildString,
+    GenericVirtualPackage,
+    MatchSpec,
+    PackageName,
+    PackageRecord,
+    RepoDataRecord,
+    Subdir,
+    Version,
+)
+from rattler.exceptions import GatewayError, InstallerError, InvalidMatchSpecError, SolverError
+
+from envfactory.catalog import Platform
+from envfactory.errors import ToolError, UserInputError
+from envfactory.solve import LockedPackage, dependency_name
+
+
+class Unsatisfiable(Exception):
+    """The solver found no solution; ``explanation`` is its own account of why."""
+
+    def __init__(self, explanation: str) -> None:
+        super().__init__(explanation)
+        self.explanation = explanation
+
+
+def solver_name() -> str:
+    return f"rattler (py-rattler {dist_version('py-rattler')})"
+
+
+def match_spec(text: str) -> MatchSpec:
+    try:
+        return MatchSpec(text, strict=False)
+    except InvalidMatchSpecError as exc:
+        raise UserInputError(f"not a valid conda match spec: '{text}': {exc}") from None
+
+
+def _virtual(packages: Mapping[str, str]) -> list[GenericVirtualPackage]:
+    out = []
+    for name, text in sorted(packages.items()):
+        version, _, build = text.partition("=")
+        out.append(
+            GenericVirtualPackage(PackageName(name), Version(version), BuildString(build or "0"))
+        )
+    return out
+
+
+def solve(
+    specs: Sequence[str],
+    channels: Sequence[str],
+    platform: Platform,
+    virtual_packages: Mapping[str, str],
+) -> list[LockedPackage]:
+    """Solve ``specs`` for ``platform`` against ``channels`` (URLs), with exactly the given
+    virtual packages (never the host's). Raises ``Unsatisfiable`` with the solver's text."""
+    parsed = [match_spec(s) for s in specs]
+
+    async def run() -> list[RepoDataRecord]:
+        return await rattler.solve(
+            sources=list(channels),
+            specs=parsed,
+            gateway=rattler.Gateway(),
+            platforms=[platform, "noarch"],
+            virtual_packages=_virtual(virtual_packages),
+        )
+
+    try:
+        records = asyncio.run(run())
+    except SolverError as exc:
+        raise Unsatisfiable(str(exc)) from None
+    except GatewayError as exc:
+        raise ToolError(
+            f"cannot read the channels {', '.join(channels)}: {exc}",
+            "check the channel map (--channel-map NAME=URL); a local channel needs "
+            "<subdir>/repodata.json and noarch/repodata.json",
+        ) from None
+    return sorted((_locked(r, platform) for r in records), key=lambda p: p.name)
+
+
+def _locked(record: RepoDataRecord, platform: Platform) -> LockedPackage:
+    return LockedPackage(
+        manager="conda",
+        name=record.name.normalized,
+        version=str(record.version),
+        platform=platform,
+        url=str(record.url),
+        build=str(record.build),
+        build_number=int(record.build_number),
+        subdir=str(record.subdir),
+        channel=str(record.channel or ""),
+        md5=record.md5.hex() if record.md5 else None,
+        sha256=record.sha256.hex() if record.sha256 else None,
+        depends=tuple(record.depends),
+    )
+
+
+def matches(spec: str, package: LockedPackage) -> bool:
+    """Whether a conda dependency string is satisfied by ``package``."""
+    ms = match_spec(spec)
+    return bool(ms.matches(_record(package)))
+
+
+def _record(pkg: LockedPackage) -> RepoDataRecord:
+    subdir = pkg.subdir or pkg.url.rsplit("/", 2)[-2]
+    record = PackageRecord(
+        name=pkg.name,
+        version=pkg.version,
+        build=BuildString(pkg.build),
+        build_number=pkg.build_number,
+        subdir=subdir,
+        depends=list(pkg.depends),
+        md5=bytes.fromhex(pkg.md5) if pkg.md5 else None,
+        sha256=bytes.fromhex(pkg.sha256) if pkg.sha256 else None,
+    )
+    channel = pkg.channel or pkg.url.rsplit("/", 2)[0]
+    return RepoDataRecord(record, pkg.filename, pkg.url, channel)
+
+
+def dependency_names(pkg: LockedPackage) -> list[str]:
+    return [dependency_name(d) for d in pkg.depends]
+
+
+ProgressCallback = Callable[[str], None]
+
+
+def install(
+    packages: Sequence[LockedPackage],
+    prefix: Path,
+    platform: Platform,
+    cache_dir: Path,
+    progress: ProgressCallback | None = None,
+) -> None:
+    """Install exactly ``packages`` (conda) into ``prefix`` as a ``platform`` environment."""
+    if progress:
+        progress(f"linking {len(packages)} conda packages into {prefix}")
+    records = [_record(p) for p in packages]
+
+    async def run() -> None:
+        await rattler.install(
+            records,
+            target_prefix=prefix,
+            cache_dir=cache_dir,
+            platform=Subdir(platform),
+            show_progress=False,
+            execute_link_scripts=False,
+        )
+
+    try:
+        asyncio.run(run())
+    except InstallerError as exc:
+        raise ToolError(f"installing into {prefix} failed: {exc}") from None

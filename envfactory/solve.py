@@ -1,0 +1,217 @@
+"""Solve stage: the locked packages of one platform, and the checks a solution must pass before
+it becomes a lock (design §4, anchors lessons 2 and 6).
+
+Everything here is pure over ``LockedPackage`` records; the solver itself sits behind
+``rattler_adapter`` and version matching is passed in as a function.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from envfactory.catalog import CondaPin, Platform
+from envfactory.errors import ToolError
+from envfactory.render import EnvironmentSpec
+
+Manager = Literal["conda", "pip"]
+
+# TensorFlow builds that run without a GPU: Anaconda's mkl_/eigen_ variants, conda-forge's cpu_.
+CPU_BUILD = re.compile(r"(^|_)(cpu|mkl|eigen)(_|py|$)")
+TENSORFLOW_CONDA = ("tensorflow", "tensorflow-base", "tensorflow-gpu", "_tflow_select")
+CPU_WHEELS = ("tensorflow-cpu", "tensorflow-intel", "tensorflow-cpu-aws")
+
+
+@dataclass(frozen=True)
+class LockedPackage:
+    """One package of a lock: a conda artifact or a pip wheel, with the hashes to check it by."""
+
+    manager: Manager
+    name: str
+    version: str
+    platform: Platform
+    url: str
+    build: str = ""
+    build_number: int = 0
+    subdir: str = ""
+    channel: str = ""
+    md5: str | None = None
+    sha256: str | None = None
+    depends: tuple[str, ...] = field(default=())
+
+    @property
+    def filename(self) -> str:
+        return self.url.rsplit("/", 1)[-1].split("#", 1)[0]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.manager, self.name)
+
+    def describe(self) -> str:
+        if self.manager == "pip":
+            return f"{self.name} {self.version} (pip)"
+        return f"{self.name} {self.version} {self.build}"
+
+
+def dependency_name(spec: str) -> str:
+    """The package name of a conda dependency string such as ``numpy >=1.16,<2``."""
+    return re.split(r"[\s=<>!~\[]", spec.strip(), maxsplit=1)[0]
+
+
+Matcher = Callable[[str, LockedPackage], bool]
+
+
+def _version_matches(found: str, pinned: str) -> bool:
+    """conda's ``name=1.16.4`` means 1.16.4 or 1.16.4.*; a pin never matches 1.16.40."""
+    return found == pinned or found.startswith(pinned + ".")
+
+
+@dataclass(frozen=True)
+class Problem:
+    package: str
+    found: str
+    expected: str
+
+    def __str__(self) -> str:
+        return f"{self.package}: found {self.found}, expected {self.expected}"
+
+
+def _pin_problems(pin: CondaPin, found: Sequence[LockedPackage]) -> list[Problem]:
+    expected = pin.spec.split("=", 1)[1].replace("=", " ")
+    if not found:
+        return [Problem(pin.name, "nothing (not in the solution)", expected)]
+    out = []
+    for pkg in found:
+        if not _version_matches(pkg.version, pin.version) or (
+            pin.build and not _build_matches(pkg.build, pin.build)
+        ):
+            out.append(Problem(pin.name, f"{pkg.version} {pkg.build}", expected))
+    return out
+
+
+def _build_matches(build: str, pattern: str) -> bool:
+    regex = "^" + ".*".join(re.escape(p) for p in pattern.split("*")) + "$"
+    return re.match(regex, build) is not None
+
+
+def check_solution(
+    spec: EnvironmentSpec,
+    packages: Sequence[LockedPackage],
+    matches: Matcher,
+    with_pip: bool = False,
+) -> list[Problem]:
+    """Everything wrong with a solution for ``spec``; empty when it may be locked.
+
+    * no CPU/mkl/eigen TensorFlow build, conda or pip;
+    * the GPU TensorFlow the route promises is there (a gpu/cuda conda build, or the pip wheel);
+    * cudatoolkit, cudnn, python and numpy are the combo's (versions, and builds where pinned),
+      also when a pin is unconfirmed and carries no build string;
+    * every dependency of every conda package is satisfied by a package of the same lock.
+
+    ``with_pip`` says the pip part is locked too, so a missing TensorFlow wheel is a problem.
+    """
+    conda = [p for p in packages if p.manager == "conda"]
+    by_name: dict[str, list[LockedPackage]] = {}
+    for pkg in conda:
+        by_name.setdefault(pkg.name, []).append(pkg)
+    problems: list[Problem] = []
+
+    for pkg in conda:
+        if pkg.name in TENSORFLOW_CONDA and CPU_BUILD.search(pkg.build):
+            problems.append(
+                Problem(pkg.name, f"{pkg.version} {pkg.build} (a CPU build)", "a GPU build")
+            )
+    for pkg in packages:
+        if pkg.manager == "pip" and pkg.name in CPU_WHEELS:
+            problems.append(Problem(pkg.name, f"{pkg.version} (pip, CPU only)", "a GPU wheel"))
+
+    route = spec.combo.route(spec.platform).route.value
+    tf_version = spec.combo.tensorflow.value
+    if route == "conda":
+        gpu = [
+            p
+            for p in conda
+            if p.name in ("tensorflow-base", "tensorflow")
+            and p.version == tf_version
+            and not CPU_BUILD.search(p.build)
+            and re.search(r"gpu|cuda", p.build)
+        ]
+        if not gpu:
+            found = ", ".join(p.describe() for p in conda if p.name.startswith("tensorflow"))
+            problems.append(
+                Problem("tensorflow-base", found or "nothing", f"a GPU build of {tf_version}")
+            )
+    elif with_pip:
+        wanted = [r.name for r in spec.pip if r.name.startswith("tensorflow")]
+        pip_names = {p.name for p in packages if p.manager == "pip"}
+        for name in wanted:
+            if name not in pip_names:
+                problems.append(Problem(name, "nothing (not in the solution)", f"pip {tf_version}"))
+
+    for pin in spec.conda:
+        if pin.name in ("cudatoolkit", "cudnn", "numpy", "python") or pin.name in TENSORFLOW_CONDA:
+            problems += _pin_problems(pin, by_name.get(pin.name, []))
+    for pkg in by_name.get("python", []):
+        if not _version_matches(pkg.version, spec.python):
+            problems.append(Problem("python", pkg.version, f"{spec.python}.*"))
+    for pkg in by_name.get("cudatoolkit", []):
+        if not pkg.version.startswith(spec.combo.cuda.value.split(".")[0] + "."):
+            problems.append(Problem("cudatoolkit", pkg.version, f"CUDA {spec.combo.cuda.value}"))
+
+    problems += closure_problems(conda, matches)
+    return problems
+
+
+def closure_problems(conda: Sequence[LockedPackage], matches: Matcher) -> list[Problem]:
+    """Dependencies not satisfied inside the lock (virtual ``__`` packages excepted)."""
+    by_name: dict[str, list[LockedPackage]] = {}
+    for pkg in conda:
+        by_name.setdefault(pkg.name, []).append(pkg)
+    out = []
+    for pkg in sorted(conda, key=lambda p: p.name):
+        for dep in pkg.depends:
+            name = dependency_name(dep)
+            if name.startswith("__"):
+                continue
+            candidates = by_name.get(name, [])
+            if not any(matches(dep, c) for c in candidates):
+                found = ", ".join(c.describe() for c in candidates) or "nothing in the lock"
+                out.append(Problem(name, found, f"'{dep}' (needed by {pkg.name})"))
+    return out
+
+
+def refuse(combo: str, platform: str, problems: Iterable[Problem]) -> ToolError:
+    lines = "\n  ".join(str(p) for p in problems)
+    return ToolError(
+        f"the solution for {combo} on {platform} was refused:\n  {lines}",
+        "the channels offer a package the combo does not allow; check the channel map "
+        "(--channel-map) points at the right channel, or see 'envfactory show " + combo + "'",
+    )
+
+
+def solver_hint(message: str, virtual_packages: Mapping[str, str]) -> str:
+    """A plain-words next step for a solver's 'no solution' explanation."""
+    missing_virtual = sorted(set(re.findall(r"(__\w+)[^\n]*no candidates", message)))
+    if missing_virtual:
+        have = ", ".join(f"{k}={v}" for k, v in virtual_packages.items()) or "none"
+        return (
+            f"a package needs the virtual package(s) {', '.join(missing_virtual)}, which the "
+            f"lock's assumptions ({have}) do not provide or do not satisfy; lock with the "
+            "combo's own virtual packages (drop --virtual-package-spec) or pick a combo whose "
+            "CUDA matches"
+        )
+    absent = sorted(set(re.findall(r"No candidates were found for ([^\s.]+)", message)))
+    absent += sorted(
+        set(re.findall(r"([\w.-]+) [^\n]*, for which no candidates were found", message))
+    )
+    if absent:
+        return (
+            f"no channel offers {', '.join(dict.fromkeys(absent))}; check the channel map "
+            "(--channel-map NAME=URL) points at a channel or mirror that holds it"
+        )
+    return (
+        "two pins cannot hold together; see 'envfactory show COMBO' for the pins and their "
+        "sources, and check the channel map points at the intended channels"
+    )

@@ -1,0 +1,489 @@
+"""Builds small but real conda channels for the tests: ``.tar.bz2`` packages written with the
+stdlib (tarfile + json), indexed with ``rattler.index.index_fs``.
+
+Archives are byte-reproducible: fixed tar mtimes, fixed ``timestamp`` in ``index.json``, sorted
+members. Only the payloads are small; names, versions, build strings and dependencies are those of
+real packages (see ``test_channels.py`` for where each record's metadata comes from).
+
+Two kinds of channel:
+
+* ``build_channel``: archives + ``repodata.json``; solvable and installable.
+* ``write_repodata_channel``: ``repodata.json`` only, with records copied verbatim from a real
+  lock (md5 and sha256 included); solvable, not installable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import json
+import re
+import tarfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import rattler.index
+
+# conda's standard prefix placeholder: text files holding it are rewritten at install time.
+PLACEHOLDER = "/opt/anaconda1anaconda2anaconda3"
+# A fixed package timestamp (ms, 2019-07-01) and tar mtime make archives reproducible.
+TIMESTAMP_MS = 1561939200000
+TAR_MTIME = TIMESTAMP_MS // 1000
+
+
+@dataclass(frozen=True)
+class StubPackage:
+    name: str
+    version: str
+    build: str
+    subdir: str
+    build_number: int = 0
+    depends: tuple[str, ...] = ()
+    constrains: tuple[str, ...] = ()
+    noarch: str | None = None
+    files: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}-{self.version}-{self.build}.tar.bz2"
+
+    def default_files(self) -> dict[str, str]:
+        """A payload that names the package, so each archive has distinct content."""
+        if self.files:
+            return dict(self.files)
+        key = "Library/share" if self.subdir.startswith("win") else "share"
+        return {f"{key}/envf-stub/{self.name}.txt": f"{self.name} {self.version} {self.build}\n"}
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mtime = TAR_MTIME
+    info.mode = mode
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    tar.addfile(info, io.BytesIO(data))
+
+
+def write_package(channel: Path, pkg: StubPackage) -> Path:
+    """Write one ``.tar.bz2`` into ``channel/<subdir>/`` and return its path."""
+    index: dict[str, Any] = {
+        "name": pkg.name,
+        "version": pkg.version,
+        "build": pkg.build,
+        "build_number": pkg.build_number,
+        "depends": list(pkg.depends),
+        "constrains": list(pkg.constrains),
+        "subdir": pkg.subdir,
+        "license": "BSD-3-Clause",
+        "timestamp": TIMESTAMP_MS,
+    }
+    if pkg.noarch:
+        index["noarch"] = pkg.noarch
+    files = pkg.default_files()
+    paths: list[dict[str, Any]] = []
+    has_prefix: list[str] = []
+    for rel, content in sorted(files.items()):
+        data = content.encode()
+        entry: dict[str, Any] = {
+            "_path": rel,
+            "path_type": "hardlink",
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "size_in_bytes": len(data),
+        }
+        if PLACEHOLDER in content:
+            entry.update(prefix_placeholder=PLACEHOLDER, file_mode="text")
+            has_prefix.append(f"{PLACEHOLDER} text {rel}")
+        paths.append(entry)
+    target = channel / pkg.subdir / pkg.filename
+    target.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:bz2") as tar:
+        _add(tar, "info/index.json", json.dumps(index, sort_keys=True).encode())
+        _add(tar, "info/paths.json", json.dumps({"paths": paths, "paths_version": 1}).encode())
+        _add(tar, "info/files", "".join(f"{p}\n" for p in sorted(files)).encode())
+        if has_prefix:
+            _add(tar, "info/has_prefix", "".join(f"{h}\n" for h in has_prefix).encode())
+        for rel, content in sorted(files.items()):
+            mode = 0o755 if rel.startswith("bin/") else 0o644
+            _add(tar, rel, content.encode(), mode)
+    target.write_bytes(buffer.getvalue())
+    return target
+
+
+def index_channel(channel: Path) -> None:
+    (channel / "noarch").mkdir(parents=True, exist_ok=True)
+    asyncio.run(rattler.index.index_fs(channel, write_zst=False, write_shards=False, force=True))
+
+
+def build_channel(channel: Path, packages: Iterable[StubPackage]) -> Path:
+    """Write every package (later duplicates of a file name are dropped) and index the channel."""
+    seen: set[tuple[str, str]] = set()
+    for pkg in packages:
+        key = (pkg.subdir, pkg.filename)
+        if key in seen:
+            continue
+        seen.add(key)
+        write_package(channel, pkg)
+    index_channel(channel)
+    return channel
+
+
+# --------------------------------------------------------------------------------------------
+# Records from real conda-lock files.
+
+
+@dataclass(frozen=True)
+class LockRecord:
+    """One conda package of a real conda-lock.yml, as the lock states it."""
+
+    name: str
+    version: str
+    build: str
+    subdir: str
+    filename: str
+    depends: tuple[str, ...]
+    md5: str
+    sha256: str
+    platform: str
+
+    def stub(self) -> StubPackage:
+        noarch = "generic" if self.subdir == "noarch" else None
+        return StubPackage(
+            name=self.name,
+            version=self.version,
+            build=self.build,
+            subdir=self.subdir,
+            depends=self.depends,
+            noarch=noarch,
+        )
+
+
+def _split_filename(filename: str) -> tuple[str, str, str]:
+    stem = filename.removesuffix(".tar.bz2").removesuffix(".conda")
+    name, version, build = stem.rsplit("-", 2)
+    return name, version, build
+
+
+def read_lock_records(path: Path, platform: str) -> list[LockRecord]:
+    """The conda records of ``platform`` in a real conda-lock v1 file.
+
+    Build strings come from the URL's file name (v1 has no build field); ``dependencies`` maps
+    name to spec exactly as conda-lock wrote it and becomes ``"name spec"``.
+    """
+    from ruamel.yaml import YAML
+
+    doc = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    out: list[LockRecord] = []
+    for pkg in doc["package"]:
+        if pkg["manager"] != "conda" or pkg["platform"] != platform:
+            continue
+        url = str(pkg["url"])
+        subdir, filename = url.rsplit("/", 2)[-2:]
+        name, version, build = _split_filename(filename)
+        deps = tuple(
+            f"{dep} {spec}".strip() for dep, spec in sorted((pkg.get("dependencies") or {}).items())
+        )
+        out.append(
+            LockRecord(
+                name=name,
+                version=version,
+                build=build,
+                subdir=subdir,
+                filename=filename,
+                depends=deps,
+                md5=str(pkg["hash"]["md5"]),
+                sha256=str(pkg["hash"].get("sha256") or ""),
+                platform=platform,
+            )
+        )
+    return out
+
+
+def write_repodata_channel(channel: Path, records: Sequence[LockRecord]) -> Path:
+    """A channel of ``repodata.json`` files only, holding the real records with their real
+    md5/sha256 (no archives: it can be solved against, not installed from)."""
+    by_subdir: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    for rec in records:
+        section = "packages.conda" if rec.filename.endswith(".conda") else "packages"
+        subdir = by_subdir.setdefault(rec.subdir, {"packages": {}, "packages.conda": {}})
+        entry: dict[str, Any] = {
+            "name": rec.name,
+            "version": rec.version,
+            "build": rec.build,
+            "build_number": _build_number(rec.build),
+            "depends": list(rec.depends),
+            "md5": rec.md5,
+            "subdir": rec.subdir,
+            "timestamp": TIMESTAMP_MS,
+        }
+        if rec.sha256:
+            entry["sha256"] = rec.sha256
+        if rec.subdir == "noarch":
+            entry["noarch"] = "generic"
+        subdir[section][rec.filename] = entry
+    for subdir_name in {"noarch", *by_subdir}:
+        content = by_subdir.get(subdir_name, {"packages": {}, "packages.conda": {}})
+        doc = {"info": {"subdir": subdir_name}, **content, "repodata_version": 1}
+        target = channel / subdir_name / "repodata.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(doc, indent=1, sort_keys=True), encoding="utf-8")
+    return channel
+
+
+def _build_number(build: str) -> int:
+    tail = build.rsplit("_", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+# --------------------------------------------------------------------------------------------
+# The channels the tests lock against.
+
+DATA = Path(__file__).parent / "data"
+REAL_ENVS = DATA / "real-envs"
+PANGEO_LOCK = REAL_ENVS / (
+    "tf2.10.0-cuda11.2-linux64-condalock--pangeo-data-pangeo-docker-images.conda-lock.yml"
+)
+DEEPALI_LOCK = REAL_ENVS / (
+    "pytorch1.9.1-cuda11.2-linux64-osx64-win64-condalock--BioMedIA-deepali.conda-lock.yml"
+)
+
+PY37 = "python >=3.7,<3.8.0a0"
+
+
+def defaults_packages() -> list[StubPackage]:
+    """Anaconda ``defaults`` packages for tf114-cuda100 (both platforms) and tf114-cuda101
+    (linux-64), plus the decoys a careless lock would pick.
+
+    Names, versions and build strings are real (catalog sources; feasibility.md §1a). There is no
+    repodata of these 2019 packages in our real data, so the ``depends`` below are written by
+    hand: minimal and plausible (the constraints that matter for the solve, e.g. cudnn's
+    cudatoolkit range and python's ABI pin; real ones also list libgcc-ng, mkl, blas...).
+    No TF 1.14 package depends on ``__cuda``: Anaconda built them before conda 4.8 introduced it.
+    """
+    out: list[StubPackage] = []
+    for subdir, py_build, py38_build, np_build, sk_build in (
+        ("linux-64", "h0371630_0", "h0371630_2", "py37h7e9f1db_0", "py37h0573a6f_0"),
+        ("win-64", "h8c8aaf0_1", "hff0d562_2", "py37h19fb1c0_0", "py37h47e9c7a_0"),
+    ):
+        linux = subdir == "linux-64"
+        py_files = (
+            {"bin/python3.7": "#!/bin/sh\necho stub python 3.7.3\n"}
+            if linux
+            else {"python.exe": "stub python 3.7.3\n"}
+        )
+        lib = "lib" if linux else "Library/bin"
+        out += [
+            StubPackage("python", "3.7.3", py_build, subdir, files=py_files),
+            StubPackage("python", "3.8.0", py38_build, subdir),  # decoy: newer python
+            StubPackage("pip", "19.1.1", "py37_0", subdir, depends=(PY37,)),
+            StubPackage(
+                "cudatoolkit",
+                "10.0.130",
+                "0",
+                subdir,
+                files={f"{lib}/libcudart.so.10.0.130": "stub cudart 10.0\n"},
+            ),
+            StubPackage("cudatoolkit", "10.1.243", "h6bb024c_0", subdir),  # decoy: CUDA 10.1
+            StubPackage(
+                "cudnn",
+                "7.6.5",
+                "cuda10.0_0",
+                subdir,
+                depends=("cudatoolkit >=10.0,<10.1",),
+                files={f"{lib}/libcudnn.so.7.6.5": "stub cudnn for CUDA 10.0\n"},
+            ),
+            # decoy: the same cuDNN built for CUDA 10.1
+            StubPackage(
+                "cudnn", "7.6.5", "cuda10.1_0", subdir, depends=("cudatoolkit >=10.1,<10.2",)
+            ),
+            StubPackage("numpy", "1.16.4", np_build, subdir, depends=(PY37,)),
+            StubPackage("numpy", "1.17.0", np_build, subdir, depends=(PY37,)),  # decoy: numpy 1.17
+            StubPackage(
+                "scikit-image",
+                "0.16.2",
+                sk_build,
+                subdir,
+                depends=("numpy >=1.14.6,<2.0a0", PY37),
+            ),
+            StubPackage("_tflow_select", "2.1.0", "gpu", subdir),
+            StubPackage("_tflow_select", "2.3.0", "mkl", subdir),  # decoy: CPU selector
+            StubPackage(
+                "tensorflow-gpu", "1.14.0", "h0d30ee6_0", subdir, depends=("tensorflow 1.14.0",)
+            ),
+            # decoy: a higher build number, which a solver prefers when no build is pinned
+            StubPackage(
+                "tensorflow-gpu",
+                "1.14.0",
+                "hf154084_1",
+                subdir,
+                build_number=1,
+                depends=("tensorflow 1.14.0",),
+            ),
+        ]
+        if linux:
+            gpu_base = (
+                "cudatoolkit >=10.1.168,<10.2.0a0",
+                "cudnn >=7.6.0,<8.0a0",
+                "cupti",
+                "numpy >=1.16.1,<2.0a0",
+                "_tflow_select 2.1.0 gpu",
+                PY37,
+            )
+            out += [
+                StubPackage(
+                    "cupti", "10.1.168", "0", subdir, depends=("cudatoolkit >=10.1.168,<10.2.0a0",)
+                ),
+                StubPackage(
+                    "tensorflow-base", "1.14.0", "gpu_py37he45bfe2_0", subdir, depends=gpu_base
+                ),
+                # decoy: the CPU (mkl) build
+                StubPackage(
+                    "tensorflow-base",
+                    "1.14.0",
+                    "mkl_py37h7ce6ba3_0",
+                    subdir,
+                    depends=("numpy >=1.16.1,<2.0a0", "_tflow_select 2.3.0 mkl", PY37),
+                ),
+                StubPackage(
+                    "tensorflow",
+                    "1.14.0",
+                    "gpu_py37h74c33d7_0",
+                    subdir,
+                    depends=(
+                        "tensorflow-base 1.14.0 gpu_py37he45bfe2_0",
+                        "_tflow_select 2.1.0 gpu",
+                        PY37,
+                    ),
+                ),
+                StubPackage(
+                    "tensorflow",
+                    "1.14.0",
+                    "mkl_py37h4f0a274_0",
+                    subdir,
+                    depends=(
+                        "tensorflow-base 1.14.0 mkl_py37h7ce6ba3_0",
+                        "_tflow_select 2.3.0 mkl",
+                        PY37,
+                    ),
+                ),
+            ]
+    return out
+
+
+# The pangeo lock installs ncurses 6.3 next to libedit 3.1.20191231 he28a2e2_2, whose recorded
+# dependency is 'ncurses >=6.2,<6.3.0a0': the one dependency of that lock its own packages do not
+# satisfy (test_realdata_lock shows it). conda solved it, so the repodata it saw must have carried
+# a relaxed pin (conda-forge patches repodata after the fact; conda-lock copied the unpatched
+# one). This is our inference, not a record we have: the channel relaxes exactly that pin.
+REPODATA_PATCHES = {
+    ("libedit", "3.1.20191231", "he28a2e2_2"): {"ncurses >=6.2,<6.3.0a0": "ncurses >=6.2,<7.0a0"}
+}
+
+
+def patched(record: LockRecord) -> LockRecord:
+    from dataclasses import replace
+
+    patch = REPODATA_PATCHES.get((record.name, record.version, record.build))
+    if not patch:
+        return record
+    return replace(record, depends=tuple(patch.get(d, d) for d in record.depends))
+
+
+def conda_forge_records() -> list[LockRecord]:
+    """Real conda-forge records: the whole pangeo TF 2.10 lock (linux-64), deepali's
+    cudatoolkit 11.2.2 for linux-64 (the catalog's pin; pangeo locked 11.8, which stays in the
+    channel as a decoy), and tensorflow-gpu 2.10.0 from ``conda search --info``
+    (research/compat-facts.md: depends ``tensorflow 2.10.0 cuda112py310he87a039_0``)."""
+    records = [patched(r) for r in read_lock_records(PANGEO_LOCK, "linux-64")]
+    records += [
+        r
+        for r in read_lock_records(DEEPALI_LOCK, "linux-64")
+        if r.name == "cudatoolkit" and r.version == "11.2.2"
+    ]
+    records.append(
+        LockRecord(
+            name="tensorflow-gpu",
+            version="2.10.0",
+            build="cuda112py310h0bbbad9_0",
+            subdir="linux-64",
+            filename="tensorflow-gpu-2.10.0-cuda112py310h0bbbad9_0.tar.bz2",
+            depends=("tensorflow 2.10.0 cuda112py310he87a039_0",),
+            md5="b602809e05b698ada2bbf00b25a1308d",
+            sha256="",
+            platform="linux-64",
+        )
+    )
+    return records
+
+
+def conda_forge_packages() -> list[StubPackage]:
+    return [r.stub() for r in conda_forge_records()]
+
+
+# --------------------------------------------------------------------------------------------
+# A folder of small wheels with real names, versions, file names and requirements.
+
+ZIP_TIME = (2019, 7, 1, 0, 0, 0)
+
+
+def write_wheel(
+    folder: Path,
+    name: str,
+    version: str,
+    filename: str,
+    requires_dist: Sequence[str],
+    requires_python: str | None,
+) -> Path:
+    import base64
+    import zipfile
+
+    dist = filename.split("-", 1)[0]
+    module = re.sub(r"[^A-Za-z0-9_]", "_", name.lower())
+    info = f"{dist}-{version}.dist-info"
+    metadata = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    if requires_python:
+        metadata.append(f"Requires-Python: {requires_python}")
+    metadata += [f"Requires-Dist: {r}" for r in requires_dist]
+    tag = filename.removesuffix(".whl").split("-", 2)[2]
+    files = {
+        f"{module}/__init__.py": f'__version__ = "{version}"\n',
+        f"{info}/METADATA": "\n".join(metadata) + "\n",
+        f"{info}/WHEEL": (
+            f"Wheel-Version: 1.0\nGenerator: envfactory-tests\nRoot-Is-Purelib: true\nTag: {tag}\n"
+        ),
+    }
+    record = []
+    for path, text in files.items():
+        digest = (
+            base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        )
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    record.append(f"{info}/RECORD,,")
+    files[f"{info}/RECORD"] = "\n".join(record) + "\n"
+    target = folder / filename
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path, text in files.items():
+            zf.writestr(zipfile.ZipInfo(path, ZIP_TIME), text)
+    return target
+
+
+def build_wheel_folder(folder: Path, reports: Iterable[Path]) -> Path:
+    """Wheels for every package of the captured pip reports (``data/pypi/*.json``)."""
+    for report in reports:
+        doc = json.loads(report.read_text(encoding="utf-8"))
+        for w in doc["wheels"]:
+            if not (folder / w["filename"]).exists():
+                write_wheel(
+                    folder,
+                    w["name"],
+                    w["version"],
+                    w["filename"],
+                    w["requires_dist"],
+                    w["requires_python"],
+                )
+    return folder
