@@ -143,9 +143,11 @@ def install(
     prefix: Path,
     platform: Platform,
     cache_dir: Path,
+    final_prefix: Path | None = None,
     progress: ProgressCallback | None = None,
 ) -> None:
-    """Install exactly ``packages`` (conda) into ``prefix`` as a ``platform`` environment."""
+    """Install exactly ``packages`` (conda) into ``prefix`` as a ``platform`` environment.
+    ``final_prefix`` is the path patched into files when ``prefix`` is a staging directory."""
     if progress:
         progress(f"linking {len(packages)} conda packages into {prefix}")
     records = [_record(p) for p in packages]
@@ -158,6 +160,7 @@ def install(
             platform=Subdir(platform),
             show_progress=False,
             execute_link_scripts=False,
+            alternative_target_prefix=final_prefix,
         )
 
     try:

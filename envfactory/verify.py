@@ -1,0 +1,158 @@
+"""Verify stage: does an environment hold exactly the packages of its lock?
+
+Conda packages are read from ``conda-meta/*.json``, pip packages from the ``*.dist-info``
+folders of site-packages, and compared with the lock by name: missing, extra, different
+(version, build, or a hash both sides record).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from envfactory.catalog import Platform
+from envfactory.create import MARKER, host_platform
+from envfactory.errors import UserInputError
+from envfactory.solve import LockedPackage
+
+
+@dataclass(frozen=True)
+class Installed:
+    manager: str
+    name: str
+    version: str
+    build: str
+    md5: str | None
+    sha256: str | None
+
+    def describe(self) -> str:
+        return f"{self.name} {self.version}" + (f" {self.build}" if self.build else " (pip)")
+
+
+@dataclass(frozen=True)
+class Difference:
+    name: str
+    manager: str
+    locked: str
+    installed: str
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    prefix: Path
+    lock: Path
+    platform: Platform
+    missing: tuple[LockedPackage, ...]
+    extra: tuple[Installed, ...]
+    different: tuple[Difference, ...]
+    checked: int
+
+    @property
+    def identical(self) -> bool:
+        return not (self.missing or self.extra or self.different)
+
+
+def _conda_records(prefix: Path) -> list[Installed]:
+    meta = prefix / "conda-meta"
+    if not meta.is_dir():
+        raise UserInputError(
+            f"{prefix} is not a conda environment (no conda-meta/)", "pass the prefix of an env"
+        )
+    out = []
+    for path in sorted(meta.glob("*.json")):
+        if path.name == MARKER:
+            continue
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        out.append(
+            Installed(
+                "conda",
+                rec["name"],
+                str(rec["version"]),
+                str(rec.get("build", "")),
+                rec.get("md5"),
+                rec.get("sha256"),
+            )
+        )
+    return out
+
+
+def _pip_records(prefix: Path) -> list[Installed]:
+    from packaging.utils import canonicalize_name
+
+    conda_owned: set[str] = set()
+    for path in (prefix / "conda-meta").glob("*.json"):
+        if path.name != MARKER:
+            rec = json.loads(path.read_text(encoding="utf-8"))
+            conda_owned.update(rec.get("files", []))
+    out = []
+    for meta in sorted(prefix.glob("[Ll]ib/**/site-packages/*.dist-info/METADATA")):
+        relative = meta.relative_to(prefix).as_posix()
+        if relative in conda_owned:
+            continue
+        fields: dict[str, str] = {}
+        for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+        out.append(
+            Installed("pip", canonicalize_name(fields["Name"]), fields["Version"], "", None, None)
+        )
+    return out
+
+
+def _lock_of(prefix: Path, lock: Path | None) -> tuple[Path, Platform | None]:
+    marker = prefix / "conda-meta" / MARKER
+    recorded = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {}
+    if lock is not None:
+        return lock, recorded.get("platform")
+    if "lock" in recorded:
+        return Path(recorded["lock"]), recorded.get("platform")
+    raise UserInputError(
+        f"{prefix} does not say which lock built it", "pass --lock path/to/conda-lock.yml"
+    )
+
+
+def verify_environment(
+    prefix: Path, lock: Path | None = None, platform: Platform | None = None
+) -> VerifyReport:
+    from envfactory import condalock_adapter
+
+    lock_path, recorded_platform = _lock_of(prefix, lock)
+    chosen = platform or recorded_platform or host_platform()
+    contents = condalock_adapter.read_lock(lock_path)
+    locked = {(p.manager, p.name): p for p in contents.packages if p.platform == chosen}
+    installed = {(r.manager, r.name): r for r in _conda_records(prefix) + _pip_records(prefix)}
+    missing = tuple(locked[k] for k in sorted(locked.keys() - installed.keys()))
+    extra = tuple(installed[k] for k in sorted(installed.keys() - locked.keys()))
+    different = []
+    for key in sorted(locked.keys() & installed.keys()):
+        want, have = locked[key], installed[key]
+        reasons = []
+        if want.version != have.version:
+            reasons.append("version")
+        if want.manager == "conda" and want.build != have.build:
+            reasons.append("build")
+        for algorithm in ("md5", "sha256"):
+            a, b = getattr(want, algorithm), getattr(have, algorithm)
+            if a and b and a != b:
+                reasons.append(algorithm)
+        if reasons:
+            different.append(
+                Difference(
+                    want.name,
+                    want.manager,
+                    want.describe(),
+                    f"{have.describe()} ({', '.join(reasons)} differ)",
+                )
+            )
+    return VerifyReport(
+        prefix=prefix,
+        lock=lock_path,
+        platform=chosen,
+        missing=missing,
+        extra=extra,
+        different=tuple(different),
+        checked=len(locked),
+    )
