@@ -27,6 +27,7 @@ from envfactory.probes import (
     library_names,
     locate,
     search_dirs,
+    variable_dirs,
 )
 
 Severity = Literal["problem", "warning", "info"]
@@ -297,7 +298,7 @@ def diagnose(
     environ = probes.environ()
     findings, compat = _gpu_findings(catalog, combo, platform, machine)
     dirs = search_dirs(os_name, environ, prefix_text, cwd=None)
-    foreign = foreign_cuda_dirs(dirs, os_name, prefix_text)
+    foreign = foreign_cuda_dirs(variable_dirs(os_name, environ), os_name, prefix_text)
     for d in foreign:
         findings.append(
             Finding(

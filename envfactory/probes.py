@@ -185,6 +185,17 @@ def search_dirs(
     return dirs
 
 
+def variable_dirs(os_name: OperatingSystem, environ: Mapping[str, str]) -> list[SearchDir]:
+    """The directories of PATH and, on Linux, LD_LIBRARY_PATH (where foreign CUDA installs hide)."""
+    dirs = [SearchDir(d, "PATH") for d in split_search_path(environ.get("PATH"), os_name)]
+    if os_name == "linux":
+        dirs.extend(
+            SearchDir(d, "LD_LIBRARY_PATH")
+            for d in split_search_path(environ.get("LD_LIBRARY_PATH"), os_name)
+        )
+    return dirs
+
+
 LINUX_DEFAULT_DIRS = ("/lib", "/usr/lib")
 
 
