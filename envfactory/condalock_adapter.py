@@ -8,11 +8,13 @@ stay off the CLI's start-up path (shared/research/feasibility.md §0).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -22,6 +24,16 @@ from envfactory.errors import ToolError, UserInputError
 from envfactory.solve import LockedPackage, dependency_name
 
 LOCK_FILE = "conda-lock.yml"
+
+
+@contextlib.contextmanager
+def _conda_lock_imports() -> Iterator[None]:
+    """conda-lock's vendored conda warns (PendingDeprecationWarning) when imported; that is
+    conda-lock's business, not our users'."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
 
 
 @dataclass(frozen=True)
@@ -36,9 +48,10 @@ class LockContents:
 def content_hashes(env_files: Mapping[Platform, Path], virtual_packages: Path) -> dict[str, str]:
     """conda-lock's per-platform input hash of the rendered environment file(s), computed by
     conda-lock's own functions (what ``conda-lock lock --check-input-hash`` compares)."""
-    from conda_lock.content_hash import compute_content_hashes
-    from conda_lock.src_parser import make_lock_spec
-    from conda_lock.virtual_package import virtual_package_repo_from_specification
+    with _conda_lock_imports():
+        from conda_lock.content_hash import compute_content_hashes
+        from conda_lock.src_parser import make_lock_spec
+        from conda_lock.virtual_package import virtual_package_repo_from_specification
 
     vpr = virtual_package_repo_from_specification(virtual_packages)
     out: dict[str, str] = {}
@@ -73,13 +86,14 @@ def render_lock(
     custom_metadata: Mapping[str, str],
 ) -> str:
     """The text of ``conda-lock.yml``, written by conda-lock's own writer (v1 format)."""
-    from conda_lock.lockfile import write_conda_lock_file
-    from conda_lock.lockfile.v2prelim.models import (
-        HashModel,
-        LockedDependency,
-        Lockfile,
-        LockMeta,
-    )
+    with _conda_lock_imports():
+        from conda_lock.lockfile import write_conda_lock_file
+        from conda_lock.lockfile.v2prelim.models import (
+            HashModel,
+            LockedDependency,
+            Lockfile,
+            LockMeta,
+        )
 
     deps = [
         LockedDependency(
@@ -114,8 +128,9 @@ def render_lock(
 
 def read_lock(path: Path) -> LockContents:
     """Read a conda-lock file (v1 or v2) with conda-lock's reader."""
-    from conda_lock.lockfile import parse_conda_lock_file
-    from pydantic import ValidationError
+    with _conda_lock_imports():
+        from conda_lock.lockfile import parse_conda_lock_file
+        from pydantic import ValidationError
 
     try:
         lock = parse_conda_lock_file(path)

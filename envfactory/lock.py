@@ -133,6 +133,30 @@ class LockRequest:
         }
 
 
+def read_virtual_spec(path: Path) -> dict[Platform, dict[str, str]]:
+    """A conda-lock virtual-package file: ``subdirs: {PLATFORM: {packages: {NAME: VERSION}}}``."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    hint = "the file holds subdirs: PLATFORM: packages: NAME: VERSION (conda-lock's format)"
+    try:
+        doc = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    except (OSError, YAMLError) as exc:
+        raise UserInputError(f"cannot read {path}: {exc}", hint) from None
+    subdirs = doc.get("subdirs") if isinstance(doc, dict) else None
+    if not isinstance(subdirs, dict):
+        raise UserInputError(f"{path} has no 'subdirs' mapping", hint)
+    out: dict[Platform, dict[str, str]] = {}
+    for platform, body in subdirs.items():
+        if platform not in PLATFORMS:
+            continue
+        packages = body.get("packages") if isinstance(body, dict) else None
+        if not isinstance(packages, dict):
+            raise UserInputError(f"{path}: subdirs.{platform} has no 'packages' mapping", hint)
+        out[platform] = {str(k): str(v) for k, v in packages.items()}
+    return out
+
+
 def inputs_hash(inputs: object) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 

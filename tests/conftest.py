@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 
@@ -17,3 +19,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens"))
+
+
+# --- lock / create / verify: local channels built once per session (tests/channel_builder.py) ---
+
+
+@pytest.fixture(scope="session")
+def test_channels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """``defaults`` and ``conda-forge`` channels of real-metadata stub packages, and a folder of
+    wheels for the pip side; each name maps to its directory."""
+    from channel_builder import (
+        DATA,
+        build_channel,
+        build_wheel_folder,
+        conda_forge_packages,
+        defaults_packages,
+    )
+
+    root = tmp_path_factory.mktemp("channels")
+    return {
+        "defaults": build_channel(root / "defaults", defaults_packages()),
+        "conda-forge": build_channel(root / "conda-forge", conda_forge_packages()),
+        "wheels": build_wheel_folder(root / "wheels", sorted((DATA / "pypi").glob("*.json"))),
+    }
