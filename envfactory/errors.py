@@ -1,7 +1,8 @@
 """One error hierarchy; the CLI turns each into an ``error:`` + ``hint:`` pair and an exit code.
 
-Exit codes (documented in the README): 0 ok, 1 bad input, 2 solver or outside-tool failure,
-3 problems found (doctor, verify, lock --check).
+Exit codes (documented in the README): 0 ok, 1 bad input (also a stale lock under
+``lock --check``, as the lock issue asks), 2 solver or outside-tool failure, 3 problems found
+(doctor, compat, explain, recommend, verify).
 """
 
 from __future__ import annotations
