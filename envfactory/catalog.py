@@ -19,7 +19,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
-from envfactory.errors import CatalogError, UserInputError, did_you_mean
+from envfactory.errors import CatalogError, UserInputError, did_you_mean, nearest
 
 Platform = Literal["linux-64", "win-64"]
 PLATFORMS: tuple[Platform, ...] = get_args(Platform)
@@ -263,9 +263,11 @@ class _Reader:
         for key in node:
             if key not in allowed:
                 line = node.lc.key(key)[0] + 1
+                close = nearest(str(key), allowed, n=1)
+                guess = f"did you mean '{close[0]}'? " if close else ""
                 raise CatalogError(
                     f"{self.path}:{line}: unknown key '{key}' in {what}",
-                    f"allowed keys: {', '.join(sorted(allowed))}",
+                    f"{guess}allowed keys: {', '.join(sorted(allowed))}",
                 )
         missing = sorted(required - set(node))
         if missing:
@@ -339,8 +341,9 @@ _SPEC = re.compile(
 
 
 class _Loader:
-    def __init__(self, texts: Mapping[str, str]) -> None:
+    def __init__(self, texts: Mapping[str, str], directory: str) -> None:
         self.texts = texts
+        self.directory = directory
         self.sources: dict[str, Source] = {}
 
     def load(self) -> Catalog:
@@ -351,8 +354,9 @@ class _Loader:
         return Catalog(combos=combos, sources=self.sources, toolkits=toolkits, targets=targets)
 
     def _doc(self, name: str, top: str) -> tuple[_Reader, CommentedMap]:
-        reader = _Reader(name)
-        doc = reader.mapping(_load_yaml(name, self.texts[name]), f"{name} (top level)", {top})
+        label = f"{self.directory}/{name}"
+        reader = _Reader(label)
+        doc = reader.mapping(_load_yaml(label, self.texts[name]), f"{name} (top level)", {top})
         return reader, reader.mapping(doc[top], top, set(), set(doc[top] or {}))
 
     def _source_ids(self, r: _Reader, parent: CommentedMap, what: str) -> tuple[str, ...]:
@@ -651,7 +655,7 @@ def load_catalog_from(directory: Path) -> Catalog:
             texts[name] = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise CatalogError(f"{path}: cannot read: {exc.strerror}") from None
-    return _Loader(texts).load()
+    return _Loader(texts, str(directory)).load()
 
 
 @functools.cache
@@ -659,7 +663,7 @@ def load_catalog() -> Catalog:
     """The catalog shipped inside the package, loaded once per process."""
     data = resources.files("envfactory") / "data"
     texts = {name: (data / name).read_text(encoding="utf-8") for name in DATA_FILES}
-    return _Loader(texts).load()
+    return _Loader(texts, str(data)).load()
 
 
 # --------------------------------------------------------------------------------------------
