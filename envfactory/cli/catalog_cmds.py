@@ -121,7 +121,12 @@ def _print_show(doc: dict[str, Any]) -> None:
             out.print(f"    {pin['spec']}{_mark(pin)}")
         for pin in info["pip_details"]:
             out.print(f"    pip: {pin['spec']}{_mark(pin)}")
-        others = {p: pins for p, pins in info["pins_by_python"].items() if p != py["default"]}
+        default_pins = info["pins_by_python"].get(py["default"])
+        others = {
+            p: pins
+            for p, pins in info["pins_by_python"].items()
+            if p != py["default"] and pins != default_pins
+        }
         for other, pins in others.items():
             out.print(f"  pins (python {other}): {' '.join(pins)}")
     for platform, gap in doc["uncovered"].items():
