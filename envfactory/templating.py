@@ -48,6 +48,10 @@ def environment(directory: Path | None = None) -> jinja2.Environment:
     env.filters["yaml"] = yaml_str
     env.filters["yaml_quoted"] = lambda value: json.dumps(str(value), ensure_ascii=False)
     # --- shell quoting filters (activation scripts) --------------------------------------
+    from envfactory import shellquote
+
+    for name, quote in shellquote.FILTERS.items():
+        env.filters[f"{name}_quote"] = quote
     # --- end of shell quoting filters ------------------------------------------------------
     return env
 

@@ -1,0 +1,1 @@
+"""Helpers that run the activation scripts in real shells and read the environment back."""
