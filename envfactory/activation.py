@@ -82,7 +82,9 @@ WINDOWS_FOREIGN = (
     r"C:\tools\cuda\bin",
 )
 LINUX_FOREIGN = tuple(
-    f"{root}*/{leaf}" for root in ("/usr/local/cuda", "/opt/cuda") for leaf in ("bin", "lib64", "lib")
+    f"{root}*/{leaf}"
+    for root in ("/usr/local/cuda", "/opt/cuda")
+    for leaf in ("bin", "lib64", "lib")
 )
 
 

@@ -74,7 +74,10 @@ def envfactory_deactivate(env, plan):
 
     for name in work.get(key + "LISTS", "").split():
         base = key + name + "_"
+        was = work.get(base + "WAS", "set")
         entries = _efy_split(work.get(name), sep)
+        if work.get(name) == "" and work.get(base + "LEFT") == "one-empty":
+            entries = [""]  # activation left one empty entry, which joins to ""
         for i in range(int(work.get(base + "ADDED", "0"))):
             added = work.get(base + "ADDED_" + str(i), "")
             if added in entries:
@@ -92,11 +95,10 @@ def envfactory_deactivate(env, plan):
                             break
                         seen += 1
             entries.insert(at, value)
-        was = work.get(base + "WAS", "set")
         if entries:
             put(name, sep.join(entries))
         else:
-            put(name, "" if was == "empty" else None)
+            put(name, None if was == "unset" else "")
     for name in work.get(key + "VARS", "").split():
         base = key + name + "_"
         current, new = work.get(name), work.get(base + "NEW")
@@ -146,6 +148,8 @@ def envfactory_activate(env, plan, is_dir):
             state[base + "ADDED_" + str(i)] = entry
         state[base + "ADDED"] = str(len(added))
         entries = added + kept
+        if entries == [""]:
+            state[base + "LEFT"] = "one-empty"
         if entries:
             changes[name] = sep.join(entries)
         elif current is not None:

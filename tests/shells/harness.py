@@ -18,7 +18,14 @@ from pathlib import Path
 from envfactory import shellquote
 
 UNIX_SHELLS = ("bash", "zsh", "dash", "fish", "tcsh", "xonsh")
-SCRIPT_EXT = {"bash": "sh", "zsh": "sh", "dash": "sh", "fish": "fish", "tcsh": "csh", "xonsh": "xsh"}
+SCRIPT_EXT = {
+    "bash": "sh",
+    "zsh": "sh",
+    "dash": "sh",
+    "fish": "fish",
+    "tcsh": "csh",
+    "xonsh": "xsh",
+}
 INSTALL_HINT = "./scripts/test installs it (apt-get install -y zsh fish tcsh xonsh wine wine64)"
 
 
@@ -151,9 +158,7 @@ RELEVANT = ("PATH", "LD_LIBRARY_PATH", "TF_CPP_MIN_LOG_LEVEL")
 def relevant(env: Mapping[str, str]) -> dict[str, str]:
     """The variables activation may touch (plus the user's own test variables ``USER_*``)."""
     return {
-        k: v
-        for k, v in env.items()
-        if k in RELEVANT or k.startswith((*RELEVANT_PREFIXES, "USER_"))
+        k: v for k, v in env.items() if k in RELEVANT or k.startswith((*RELEVANT_PREFIXES, "USER_"))
     }
 
 
