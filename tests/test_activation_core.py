@@ -136,7 +136,9 @@ def test_both_conda_orders_and_the_users_edits(
 ) -> None:
     """Stack A then B; the user prepends to PATH while B is active; deactivate B (conda's
     order: PATH first) or switch B -> A (deactivate.d first); then deactivate A."""
-    start = start_env(path, ld, None)
+    # Known limit: a PATH of only empty and foreign entries is, once conda drops its block,
+    # "" either way; [""] and [] cannot be told apart. A real PATH has /usr/bin in it.
+    start = start_env(f"{path}:/usr/bin" if path else "/usr/bin", ld, None)
     env = conda_sim.activate(start, "/envs/A", RUN)
     env = conda_sim.activate(env, "/envs/B", RUN, stack=True)
     assert "/envs/A/lib" not in (env.get("LD_LIBRARY_PATH") or "").split(":")
