@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from shells import conda_sim
 from shells.harness import (
     SCRIPT_EXT,
-    Step,
     UNIX_SHELLS,
     Snap,
     Source,
+    Step,
     relevant,
     run_session,
     shell_env,
