@@ -67,7 +67,9 @@ SHELLS_BY_OS: dict[str, tuple[Shell, ...]] = {
     # conda runs .sh for bash/zsh/dash, .csh for csh/tcsh, .fish, .xsh for xonsh (rattler);
     # .bat for cmd, .ps1 for PowerShell. A Linux plan in a .bat would only be dead code.
     "linux": ("sh", "csh", "fish", "xsh"),
-    "windows": ("bat", "ps1", "xsh"),
+    # Windows: the .bat (cmd) and .ps1 scripts are not written yet; until they are, only the
+    # xonsh script is generated. TODO(activation): bat + ps1 from the same plan.
+    "windows": ("xsh",),
 }
 # State variables of one activation level: _ENVFACTORY_<CONDA_SHLVL>_...
 STATE_PREFIX = "_ENVFACTORY_"
