@@ -4,10 +4,15 @@
    (rattler checks none of those: shared/research/feasibility.md §1d);
 2. install the conda packages with py-rattler into a staging directory next to the prefix, the
    final prefix patched into the files; then the pip wheels (pip ``--require-hashes``);
-3. install the combo's activation scripts;
+3. install the combo's activation scripts, and a project environment's variables into
+   ``conda-meta/state`` (where conda and micromamba read ``env config vars``);
 4. move the staging directory into place (an old prefix is moved aside first, with ``--force``).
 
 Any failure or interrupt removes the staging directory: no half-built prefix is left behind.
+
+An air-gapped machine creates from a mirror (``envfactory mirror``): ``channel_map`` points the
+lock's channels elsewhere (the lock records which URL each channel name had) and ``wheel_dir``
+holds the locked wheels by file name. The hashes checked are always the lock's.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import cast
 from urllib.parse import unquote, urlparse
 
 from envfactory.catalog import PLATFORMS, Platform, load_catalog
+from envfactory.channels import ChannelMap
 from envfactory.errors import ToolError, UserInputError
 from envfactory.solve import LockedPackage
 
@@ -120,6 +126,38 @@ def _fetch(pkg: LockedPackage, downloads: Path) -> Path:
     return target
 
 
+def relocate(
+    packages: Sequence[LockedPackage],
+    recorded_channels: dict[str, str],
+    channel_map: ChannelMap | None,
+    wheels: Path | None,
+) -> list[LockedPackage]:
+    """The packages with their URLs pointed at a mirror: a conda URL under the URL a channel
+    had at lock time moves under the URL ``channel_map`` gives that channel name now; a wheel
+    is taken from ``wheels`` by file name. Names, versions and hashes stay the lock's."""
+    from dataclasses import replace
+
+    out = []
+    for pkg in packages:
+        url = pkg.url
+        if pkg.manager == "conda" and channel_map is not None:
+            for name, old in recorded_channels.items():
+                new = channel_map.overrides.get(name)
+                if new and new != old and url.startswith(old.rstrip("/") + "/"):
+                    url = new.rstrip("/") + url[len(old.rstrip("/")) :]
+                    break
+        elif pkg.manager == "pip" and wheels is not None:
+            local = wheels / pkg.filename
+            if not local.is_file():
+                raise UserInputError(
+                    f"{pkg.describe()}: {pkg.filename} is not in {wheels}",
+                    "pass the wheels/ folder that 'envfactory mirror' wrote for this lock",
+                )
+            url = local.resolve().as_uri()
+        out.append(replace(pkg, url=url) if url != pkg.url else pkg)
+    return out
+
+
 def _staged(pkg: LockedPackage, path: Path) -> LockedPackage:
     from dataclasses import replace
 
@@ -133,6 +171,8 @@ def create_environment(
     platform: Platform | None = None,
     cache_dir: Path | None = None,
     progress: Progress | None = None,
+    channel_map: ChannelMap | None = None,
+    wheel_dir: Path | None = None,
 ) -> CreateResult:
     from envfactory import condalock_adapter, pypi, rattler_adapter
 
@@ -145,7 +185,14 @@ def create_environment(
             f"{', '.join(lock.platforms)})",
             f"lock for this platform: envfactory lock COMBO --platform {target_platform}",
         )
-    packages = [p for p in lock.packages if p.platform == target_platform]
+    meta = lock.custom_metadata
+    recorded = json.loads(meta.get("envfactory.channels") or "{}")
+    packages = relocate(
+        [p for p in lock.packages if p.platform == target_platform],
+        recorded,
+        channel_map,
+        wheel_dir,
+    )
     conda = [p for p in packages if p.manager == "conda"]
     wheels = [p for p in packages if p.manager == "pip"]
     prefix = prefix.expanduser().absolute()
@@ -154,7 +201,6 @@ def create_environment(
             f"{prefix} exists and is not empty",
             "choose another prefix, or pass --force to replace it",
         )
-    meta = lock.custom_metadata
     python = meta.get("envfactory.python") or _python_of(conda)
     glibc = _virtual(meta.get(f"envfactory.virtual_packages.{target_platform}", "")).get("__glibc")
 
@@ -177,10 +223,15 @@ def create_environment(
             say(f"installing {len(wheels)} pip wheels (hashes checked by pip --require-hashes)")
             pypi.install_wheels(wheels, staging, target_platform, python, glibc)
         activation, note = _activation(meta.get("envfactory.combo"), staging, target_platform)
+        variables = json.loads(meta.get("envfactory.variables") or "{}")
+        if variables:
+            _write_state(staging, variables)
+        marker = {"lock": str(lock_path.resolve()), "platform": target_platform}
+        for key in ("combo", "environment"):
+            if meta.get(f"envfactory.{key}"):
+                marker[key] = meta[f"envfactory.{key}"]
         (staging / "conda-meta" / MARKER).write_text(
-            json.dumps({"lock": str(lock_path.resolve()), "platform": target_platform}, indent=1)
-            + "\n",
-            encoding="utf-8",
+            json.dumps(marker, indent=1) + "\n", encoding="utf-8"
         )
         _move_into_place(staging, prefix)
     except BaseException:
@@ -193,6 +244,15 @@ def create_environment(
     say(f"created {prefix}")
     moved = tuple(prefix / p.relative_to(staging) for p in activation)
     return CreateResult(prefix, target_platform, len(conda), len(wheels), moved, note)
+
+
+def _write_state(prefix: Path, variables: dict[str, str]) -> None:
+    """``conda-meta/state`` ``env_vars``: what ``conda env config vars set`` writes; conda and
+    micromamba set them on activation and restore the old values on deactivation."""
+    state = prefix / "conda-meta" / "state"
+    doc = json.loads(state.read_text(encoding="utf-8")) if state.is_file() else {}
+    doc.setdefault("env_vars", {}).update(variables)
+    state.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _move_into_place(staging: Path, prefix: Path) -> None:

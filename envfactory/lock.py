@@ -2,6 +2,11 @@
 host), refuse a wrong solution, lock the pip part, and write ``conda-lock.yml`` (conda-lock v1,
 written by conda-lock's own writer) plus one ``@EXPLICIT`` file per platform, atomically.
 
+The input is a combo, optionally with the ``Additions`` of a project environment
+(``envfactory.yaml``: extra conda and pip packages, channels, variables). Both go through the same
+solve, the same post-solve checks and the same writer; a plain combo lock has empty additions
+and records exactly the inputs it always did.
+
 ``check_lock`` answers "is the lock still the lock of the current inputs?" without solving.
 """
 
@@ -16,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from envfactory import __version__
 from envfactory.catalog import PLATFORMS, Combo, Platform
@@ -32,6 +37,7 @@ from envfactory.render import (
     resolve_python,
 )
 from envfactory.solve import LockedPackage, check_solution, refuse, solver_hint
+from envfactory.templating import render_template
 
 SolverKind = Literal["rattler", "conda-lock"]
 SOLVERS: tuple[SolverKind, ...] = ("rattler", "conda-lock")
@@ -47,6 +53,26 @@ def explicit_name(platform: Platform) -> str:
 
 
 @dataclass(frozen=True)
+class Additions:
+    """What a project environment adds to its combo; empty for a plain combo lock.
+
+    ``conda`` are match specs (``opencv=3.4.2``, ``conda-forge::pandas``), ``pip`` requirement
+    strings, ``channels`` channel names searched after the combo's own, ``variables`` what the
+    environment sets when activated (written to ``conda-meta/state`` by create).
+    """
+
+    environment: str | None = None
+    conda: tuple[str, ...] = ()
+    pip: tuple[str, ...] = ()
+    channels: tuple[str, ...] = ()
+    variables: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return self.environment is None
+
+
+@dataclass(frozen=True)
 class LockRequest:
     combo: Combo
     platforms: tuple[Platform, ...]
@@ -55,6 +81,7 @@ class LockRequest:
     solver: SolverKind = "rattler"
     virtual_packages: Mapping[Platform, Mapping[str, str]] = field(default_factory=dict)
     pip_index: str | None = None
+    additions: Additions = field(default_factory=Additions)
 
     @classmethod
     def for_combo(
@@ -66,6 +93,7 @@ class LockRequest:
         solver: SolverKind = "rattler",
         virtual_packages: Mapping[Platform, Mapping[str, str]] | None = None,
         pip_index: str | None = None,
+        additions: Additions | None = None,
     ) -> LockRequest:
         covered = [p for p in PLATFORMS if p in combo.platforms]
         chosen = tuple(dict.fromkeys(platforms)) if platforms else tuple(covered)
@@ -80,10 +108,24 @@ class LockRequest:
             solver=solver,
             virtual_packages=dict(virtual_packages or {}),
             pip_index=pip_index,
+            additions=additions or Additions(),
         )
 
+    @property
+    def name(self) -> str:
+        """The lock's name: the project environment's, else the combo's (``locks/<name>/``)."""
+        return self.additions.environment or self.combo.name
+
     def spec(self, platform: Platform) -> EnvironmentSpec:
+        """The combo's own spec: what the post-solve checks hold the solution to."""
         return environment_spec(self.combo, platform, self.python)
+
+    def channels(self, platform: Platform) -> tuple[str, ...]:
+        """The combo's channels, then the ones the project environment adds."""
+        return tuple(dict.fromkeys((*self.spec(platform).channels, *self.additions.channels)))
+
+    def pip_requirements(self, platform: Platform) -> list[str]:
+        return [*self.spec(platform).pip_requirements(), *self.additions.pip]
 
     def virtual(self, platform: Platform) -> dict[str, str]:
         """The virtual packages the solve assumes: the combo's unless overridden. A GPU combo
@@ -99,6 +141,10 @@ class LockRequest:
         return dict(sorted(chosen.items()))
 
     def regenerate(self) -> str:
+        if not self.additions.empty:
+            # Platforms and python come from envfactory.yaml, so the name is the whole command.
+            solver = f" --solver {self.solver}" if self.solver != "rattler" else ""
+            return f"envfactory lock {self.name}{solver}"
         parts = ["envfactory lock", self.combo.name]
         covered = tuple(p for p in PLATFORMS if p in self.combo.platforms)
         if self.platforms != covered:
@@ -109,28 +155,41 @@ class LockRequest:
             parts.append(f"--solver {self.solver}")
         return " ".join(parts)
 
+    def combined_specs(self, platform: Platform) -> list[str]:
+        """The combo's conda specs with the additions before ``pip`` (added when only the
+        additions bring pip requirements)."""
+        specs = [s for s in self.spec(platform).conda_specs() if s != "pip"]
+        specs += self.additions.conda
+        if self.pip_requirements(platform):
+            specs.append("pip")
+        return specs
+
     def conda_specs(self, platform: Platform) -> list[str]:
         """The spec strings with channel prefixes pointed through the channel map."""
         out = []
-        for text in self.spec(platform).conda_specs():
+        for text in self.combined_specs(platform):
             channel, sep, rest = text.partition("::")
             out.append(f"{self.channel_map.url(channel)}::{rest}" if sep else text)
         return out
 
     def inputs(self, platform: Platform) -> dict[str, object]:
         """Everything the lock of ``platform`` depends on, as canonical JSON-able data."""
-        spec = self.spec(platform)
-        return {
+        pip = self.pip_requirements(platform)
+        inputs: dict[str, object] = {
             "format": INPUTS_FORMAT,
             "combo": self.combo.name,
             "python": self.python,
             "conda": self.conda_specs(platform),
-            "pip": spec.pip_requirements(),
-            "channels": self.channel_map.describe(spec.channels),
+            "pip": pip,
+            "channels": self.channel_map.describe(self.channels(platform)),
             "virtual_packages": self.virtual(platform),
             "solver": self.solver,
-            "pip_index": self.pip_index if spec.pip else None,
+            "pip_index": self.pip_index if pip else None,
         }
+        if not self.additions.empty:
+            inputs["environment"] = self.additions.environment
+            inputs["variables"] = dict(sorted(self.additions.variables.items()))
+        return inputs
 
 
 def read_virtual_spec(path: Path) -> dict[Platform, dict[str, str]]:
@@ -179,17 +238,17 @@ def solve_platform(
 
     spec = request.spec(platform)
     vpkgs = dict(virtual) if virtual is not None else request.virtual(platform)
-    channels = request.channel_map.urls(spec.channels)
+    channels = request.channel_map.urls(request.channels(platform))
     try:
         packages = rattler_adapter.solve(request.conda_specs(platform), channels, platform, vpkgs)
     except rattler_adapter.Unsatisfiable as exc:
         raise ToolError(
-            f"no solution for {request.combo.name} on {platform}:\n{_plain(exc.explanation)}",
+            f"no solution for {request.name} on {platform}:\n{_plain(exc.explanation)}",
             solver_hint(exc.explanation, vpkgs),
         ) from None
     problems = check_solution(spec, packages, rattler_adapter.matches)
     if problems:
-        raise refuse(request.combo.name, platform, problems)
+        raise refuse(request.name, platform, problems)
     return packages
 
 
@@ -203,13 +262,14 @@ def _pip_packages(
     request: LockRequest, platform: Platform, conda: Sequence[LockedPackage], progress: Progress
 ) -> list[LockedPackage]:
     spec = request.spec(platform)
-    if not spec.pip:
+    requirements = request.pip_requirements(platform)
+    if not requirements:
         return []
     from envfactory import pypi
 
-    progress(f"{platform}: locking pip packages {', '.join(spec.pip_requirements())}")
+    progress(f"{platform}: locking pip packages {', '.join(requirements)}")
     packages = pypi.lock_requirements(
-        spec.pip_requirements(),
+        requirements,
         platform=platform,
         python=request.python,
         glibc=request.virtual(platform).get("__glibc"),
@@ -218,12 +278,64 @@ def _pip_packages(
     )
     problems = check_solution(spec, [*conda, *packages], _matches(), with_pip=True)
     if problems:
-        raise refuse(request.combo.name, platform, problems)
+        raise refuse(request.name, platform, problems)
     return packages
 
 
 def _rendered_inputs(request: LockRequest) -> list[RenderedFile]:
-    return render_combo(request.combo, list(request.platforms), request.python)
+    files = render_combo(request.combo, list(request.platforms), request.python)
+    if request.additions.empty:
+        return files
+    return [_with_additions(request, f) for f in files]
+
+
+def _with_additions(request: LockRequest, rendered: RenderedFile) -> RenderedFile:
+    """A combo's environment file re-rendered with a project environment's additions: its
+    name, the added channels, conda specs (before ``pip``) and pip requirements, and a header
+    that names the project environment and the command that regenerates it."""
+    # render's context builder, so the combo part of the file is exactly what `render` writes.
+    from envfactory.render import _environment_context
+
+    if rendered.relpath == VIRTUAL_PACKAGES_FILE:
+        return rendered
+    own = rendered.relpath.removeprefix("environment.").removesuffix(".yml")
+    # environment.<platform>.yml is one platform's; environment.yml is every platform render
+    # put in it: those the combo covers for this python (render_combo's rule).
+    platforms: list[Platform] = [p for p in PLATFORMS if p == own] or [
+        p
+        for p in PLATFORMS
+        if p in request.combo.platforms and request.python in request.combo.platforms[p].pythons
+    ]
+    specs = [environment_spec(request.combo, p, request.python) for p in platforms]
+    context = _environment_context(specs)
+    extra = request.additions
+    note = "added by envfactory.yaml"
+    header = [
+        line for line in cast("list[str]", context["header"]) if not line.startswith("Regenerate:")
+    ]
+    header.insert(
+        1,
+        f"Project environment {extra.environment}: combo {request.combo.name} "
+        "plus the additions of envfactory.yaml.",
+    )
+    header.append(f"Regenerate: {request.regenerate()}")
+    combo_deps = cast("list[dict[str, object]]", context["dependencies"])
+    deps = [d for d in combo_deps if d["spec"] != "pip"]
+    deps += [{"spec": spec, "comment": note} for spec in extra.conda]
+    pip = cast("list[dict[str, object]]", context["pip"])
+    added: list[dict[str, object]] = [{"spec": r, "comment": note} for r in extra.pip]
+    pip = [*pip, *added]
+    if pip:
+        deps.append({"spec": "pip", "comment": None})
+    channels = [*cast("list[str]", context["channels"]), *extra.channels]
+    context.update(
+        header=header,
+        name=extra.environment,
+        dependencies=deps,
+        pip=pip,
+        channels=list(dict.fromkeys(channels)),
+    )
+    return RenderedFile(rendered.relpath, render_template("environment.yml.j2", context))
 
 
 def _env_file_of(files: Sequence[RenderedFile], platform: Platform) -> str:
@@ -241,13 +353,13 @@ def lock_combo(
     solved: dict[Platform, tuple[LockedPackage, ...]] = {}
     seconds: dict[Platform, float] = {}
     for platform in request.platforms:
-        say(f"{platform}: solving {' '.join(request.spec(platform).conda_specs())}")
+        say(f"{platform}: solving {' '.join(request.combined_specs(platform))}")
         start = time.perf_counter()
         if request.solver == "conda-lock":
             conda = _solve_with_conda_lock(request, platform, rendered)
             problems = check_solution(request.spec(platform), conda, _matches())
             if problems:
-                raise refuse(request.combo.name, platform, problems)
+                raise refuse(request.name, platform, problems)
         else:
             conda = solve_platform(request, platform)
         pip = _pip_packages(request, platform, conda, say)
@@ -283,7 +395,7 @@ def _solve_with_conda_lock(
             Path(tmp) / _env_file_of(rendered, platform),
             vp,
             platform,
-            request.channel_map.urls(request.spec(platform).channels),
+            request.channel_map.urls(request.channels(platform)),
             dict(os.environ),
         )
 
@@ -309,9 +421,7 @@ def _lock_files(
             env_files, Path(tmp) / VIRTUAL_PACKAGES_FILE
         )
 
-    channel_names = list(
-        dict.fromkeys(c for p in request.platforms for c in request.spec(p).channels)
-    )
+    channel_names = list(dict.fromkeys(c for p in request.platforms for c in request.channels(p)))
     solver = (
         rattler_adapter.solver_name()
         if request.solver == "rattler"
@@ -326,6 +436,11 @@ def _lock_files(
         "envfactory.channels": json.dumps(request.channel_map.describe(channel_names)),
         "envfactory.inputs_sha256": inputs_hash({p: request.inputs(p) for p in request.platforms}),
     }
+    if not request.additions.empty:
+        custom["envfactory.environment"] = request.name
+        custom["envfactory.variables"] = json.dumps(
+            dict(sorted(request.additions.variables.items()))
+        )
     for p in request.platforms:
         custom[f"envfactory.virtual_packages.{p}"] = ",".join(
             f"{k}={v}" for k, v in request.virtual(p).items()
@@ -375,8 +490,7 @@ def render_explicit(
     """An ``@EXPLICIT`` file for ``conda create --file``: URLs with ``#md5`` (``#sha256:`` when
     only a sha256 is known), pip wheels as ``# pip`` comments like conda-lock writes them."""
     lines = [
-        f"# Generated by envfactory {__version__}: explicit lock of {request.combo.name} "
-        f"for {platform}.",
+        f"# Generated by envfactory {__version__}: explicit lock of {request.name} for {platform}.",
         f"# Regenerate: {request.regenerate()}",
         f"# platform: {platform}",
         f"# input_hash: {input_hash}",
@@ -425,8 +539,7 @@ def check_lock(request: LockRequest, directory: Path) -> CheckResult:
         for key in sorted(set(recorded) | set(current)):
             if recorded.get(key) != current.get(key):
                 reasons.append(
-                    f"{platform}: {key} changed: "
-                    f"{_short(recorded.get(key))} -> {_short(current.get(key))}"
+                    f"{platform}: {key} changed: {_change(recorded.get(key), current.get(key))}"
                 )
         if not (directory / explicit_name(platform)).is_file():
             reasons.append(f"{platform}: {explicit_name(platform)} is missing")
@@ -435,6 +548,21 @@ def check_lock(request: LockRequest, directory: Path) -> CheckResult:
     ):
         reasons.append("the recorded inputs hash does not match the inputs")
     return CheckResult(not reasons, tuple(reasons))
+
+
+def _change(old: object, new: object) -> str:
+    """``-removed +added`` for lists of specs (the common case: one pin or addition edited),
+    else ``old -> new``."""
+    if (
+        isinstance(old, list)
+        and isinstance(new, list)
+        and all(isinstance(v, str) for v in (*old, *new))
+    ):
+        gone = [f"-{v}" for v in old if v not in new]
+        came = [f"+{v}" for v in new if v not in old]
+        if gone or came:
+            return " ".join(gone + came)
+    return f"{_short(old)} -> {_short(new)}"
 
 
 def _short(value: object) -> str:

@@ -50,6 +50,16 @@ def match_spec(text: str) -> MatchSpec:
         raise UserInputError(f"not a valid conda match spec: '{text}': {exc}") from None
 
 
+def spec_name_and_channel(text: str) -> tuple[str, str | None]:
+    """The package name and the channel (``conda-forge::pandas``) of a match spec; raises
+    ``UserInputError`` when it is not one, or names no package."""
+    spec = match_spec(text)
+    if spec.name is None:
+        raise UserInputError(f"'{text}' names no package", "write e.g. opencv=3.4.2 or pandas")
+    channel = spec.channel.name if spec.channel is not None else None
+    return spec.name.normalized, channel
+
+
 def _virtual(packages: Mapping[str, str]) -> list[GenericVirtualPackage]:
     out = []
     for name, text in sorted(packages.items()):

@@ -487,3 +487,83 @@ def build_wheel_folder(folder: Path, reports: Iterable[Path]) -> Path:
                     w["requires_python"],
                 )
     return folder
+
+
+# --------------------------------------------------------------------------------------------
+# What the example project (examples/tf1-tf2/) adds to tf114-cuda100: opencv 3.4.2 and pandas.
+
+
+def defaults_project_packages() -> list[StubPackage]:
+    """Anaconda ``defaults`` packages the example's TF1 environment adds: opencv 3.4.2 and
+    pandas with their Python dependencies, for both platforms.
+
+    Names, versions and build strings are real, seen in published ``conda list`` / env-export
+    output: linux-64 ``opencv 3.4.2 py37h6fd60c2_1``, ``py-opencv 3.4.2 py37hb342d67_1``,
+    ``libopencv 3.4.2 hb342d67_1``, ``pandas 0.24.2 py37he6710b0_0``; win-64 ``opencv 3.4.2
+    py37h40b0b35_0``, ``py-opencv 3.4.2 py37hc319ecb_0``, ``libopencv 3.4.2 h20b85fd_0``; and from
+    tests/data/real-envs (bengeof, win-64) ``pandas 0.24.2 py37ha925a31_0``, ``python-dateutil
+    2.8.0 py37_0``, ``pytz 2019.1 py_0``. ``six 1.12.0 py37_0`` is the six of that era's
+    defaults. The ``depends`` are written by hand, minimal and plausible: the ABI and numpy
+    constraints that matter for the solve (real ones also list ffmpeg, hdf5, jpeg, libpng,
+    libtiff ... for libopencv). The decoy is a newer pandas that needs numpy >= 1.17: a solve
+    that let an addition override the combo's numpy 1.16.4 would pick it.
+    """
+    out: list[StubPackage] = [
+        StubPackage(
+            "pytz", "2019.1", "py_0", "noarch", depends=("python",), noarch="python",
+            files={"site-packages/pytz/__init__.py": "VERSION = '2019.1'\n"},
+        ),
+    ]  # fmt: skip
+    for subdir, opencv, py_opencv, libopencv, pandas in (
+        ("linux-64", "py37h6fd60c2_1", "py37hb342d67_1", "hb342d67_1", "py37he6710b0_0"),
+        ("win-64", "py37h40b0b35_0", "py37hc319ecb_0", "h20b85fd_0", "py37ha925a31_0"),
+    ):
+        out += [
+            StubPackage("libopencv", "3.4.2", libopencv, subdir),
+            StubPackage(
+                "py-opencv",
+                "3.4.2",
+                py_opencv,
+                subdir,
+                depends=(f"libopencv 3.4.2 {libopencv}", "numpy >=1.14.6,<2.0a0", PY37),
+            ),
+            StubPackage(
+                "opencv",
+                "3.4.2",
+                opencv,
+                subdir,
+                depends=(f"libopencv 3.4.2 {libopencv}", f"py-opencv 3.4.2 {py_opencv}"),
+            ),
+            StubPackage("six", "1.12.0", "py37_0", subdir, depends=(PY37,)),
+            StubPackage("python-dateutil", "2.8.0", "py37_0", subdir, depends=(PY37, "six >=1.5")),
+            StubPackage(
+                "pandas",
+                "0.24.2",
+                pandas,
+                subdir,
+                depends=(
+                    "numpy >=1.15.4,<2.0a0",
+                    PY37,
+                    "python-dateutil >=2.5.0",
+                    "pytz",
+                ),
+            ),
+            # decoy (an invented record: version 1.0.5 with the 0.24.2 build string): newer,
+            # and needs a numpy the combo does not allow
+            StubPackage(
+                "pandas",
+                "1.0.5",
+                pandas,
+                subdir,
+                depends=("numpy >=1.17.0,<2.0a0", PY37, "python-dateutil >=2.6.1", "pytz"),
+            ),
+        ]
+    return out
+
+
+def add_project_wheels(folder: Path) -> Path:
+    """The example's TF1 environment brings six 1.12.0 from conda (python-dateutil needs it), and
+    the pip side of the lock is constrained to the conda versions; PyPI has that six wheel (real
+    file name; no requirements), the captured reports (pip picked six 1.17.0) do not."""
+    write_wheel(folder, "six", "1.12.0", "six-1.12.0-py2.py3-none-any.whl", [], None)
+    return folder

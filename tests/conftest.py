@@ -27,18 +27,26 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
 @pytest.fixture(scope="session")
 def test_channels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """``defaults`` and ``conda-forge`` channels of real-metadata stub packages, and a folder of
-    wheels for the pip side; each name maps to its directory."""
+    wheels for the pip side; each name maps to its directory. ``defaults`` also holds what the
+    example project (examples/tf1-tf2) adds to tf114-cuda100; conda-forge's real pangeo records
+    already hold the jupyterlab its TF2 environment adds."""
     from channel_builder import (
         DATA,
+        add_project_wheels,
         build_channel,
         build_wheel_folder,
         conda_forge_packages,
         defaults_packages,
+        defaults_project_packages,
     )
 
     root = tmp_path_factory.mktemp("channels")
     return {
-        "defaults": build_channel(root / "defaults", defaults_packages()),
+        "defaults": build_channel(
+            root / "defaults", defaults_packages() + defaults_project_packages()
+        ),
         "conda-forge": build_channel(root / "conda-forge", conda_forge_packages()),
-        "wheels": build_wheel_folder(root / "wheels", sorted((DATA / "pypi").glob("*.json"))),
+        "wheels": add_project_wheels(
+            build_wheel_folder(root / "wheels", sorted((DATA / "pypi").glob("*.json")))
+        ),
     }

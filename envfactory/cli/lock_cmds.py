@@ -1,16 +1,20 @@
-"""Commands of the lock stage: lock, create, verify."""
+"""Commands of the lock stage: lock, create, verify; for combos and project environments."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
 from envfactory.catalog import Platform, load_catalog, parse_platform
 from envfactory.cli.output import note, print_json, stdout_console
 from envfactory.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS_FOUND, UserInputError
+
+if TYPE_CHECKING:
+    from envfactory.lock import LockRequest
 
 JSON_HELP = "Print machine-readable JSON instead of text."
 COMBO_HELP = "Combo name, e.g. tf114-cuda100 (see 'envfactory list')."
@@ -20,14 +24,95 @@ def _progress(message: str) -> None:
     note(f"  {message}")
 
 
+PROJECT_HELP = "The project file (default: ./envfactory.yaml when there is one)."
+
+
+@dataclass(frozen=True)
+class _Target:
+    """One lock to make or check: a project environment or a combo, and where it lives."""
+
+    request: LockRequest
+    directory: Path
+    kind: str  # "project environment" or "combo"
+
+    @property
+    def label(self) -> str:
+        if self.kind == "combo":
+            return f"{self.request.name} (combo)"
+        return f"{self.request.name} (project environment, combo {self.request.combo.name})"
+
+
+def _lock_targets(
+    target: str | None,
+    project_file: Path | None,
+    platform: list[str],
+    python: str | None,
+    channel_map: list[str],
+    solver: str,
+    virtual_package_spec: Path | None,
+    pip_index: str | None,
+    out: Path | None,
+) -> list[_Target]:
+    """``lock`` = every environment of the project; ``lock NAME`` = the project environment
+    NAME if the project defines one, else the combo NAME."""
+    from envfactory.channels import CONFIG_FILE, load_channel_map
+    from envfactory.lock import SOLVERS, LockRequest, read_virtual_spec
+    from envfactory.project import PROJECT_FILE, find_project, lock_request
+
+    if solver not in SOLVERS:
+        raise UserInputError(f"unknown solver '{solver}'", f"use one of: {', '.join(SOLVERS)}")
+    kind = cast("Any", solver)
+    project = find_project(project_file)
+    if target is None and project is None:
+        raise UserInputError(
+            f"no {PROJECT_FILE} in {Path.cwd()}, so there is no project to lock",
+            "run in a project directory, pass --project FILE, or name a combo: "
+            "envfactory lock COMBO (see 'envfactory list')",
+        )
+    if project is not None and (target is None or target in project.environments):
+        if platform or python or virtual_package_spec:
+            raise UserInputError(
+                "--platform, --python and --virtual-package-spec apply to combos; a project "
+                "environment takes its platforms and python from " + str(project.path),
+                "set 'platforms:' and 'python:' of the environment in the project file",
+            )
+        cmap = load_channel_map(channel_map, config=project.directory / CONFIG_FILE)
+        envs = list(project) if target is None else [project.environment(target)]
+        base = out if out is not None else project.locks_dir
+        return [
+            _Target(
+                lock_request(env, cmap, kind, pip_index), base / env.name, "project environment"
+            )
+            for env in envs
+        ]
+    assert target is not None
+    chosen = load_catalog().combo(target)
+    request = LockRequest.for_combo(
+        chosen,
+        [parse_platform(p) for p in platform],
+        python,
+        load_channel_map(channel_map),
+        solver=kind,
+        virtual_packages=read_virtual_spec(virtual_package_spec) if virtual_package_spec else None,
+        pip_index=pip_index,
+    )
+    return [_Target(request, (out or Path("locks")) / chosen.name, "combo")]
+
+
 def lock(
-    combo: str = typer.Argument(..., help=COMBO_HELP),
+    target: str | None = typer.Argument(
+        None,
+        help="A project environment (from envfactory.yaml) or a combo, e.g. tf114-cuda100 (see "
+        "'envfactory list'). Default: every environment of the project.",
+        show_default=False,
+    ),
+    project_file: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
     platform: list[str] = typer.Option(
         [],
         "--platform",
         "-p",
         help="Lock only this platform (linux-64, win-64); repeat for several. Default: all the "
-        "combo covers.",
+        "combo covers. Combos only (a project environment has 'platforms:').",
     ),
     python: str | None = typer.Option(
         None, "--python", help="Python X.Y within the combo's range. Default: the combo's default."
@@ -37,7 +122,8 @@ def lock(
         "--channel-map",
         help="NAME=URL: fetch channel NAME from URL or a local directory, e.g. "
         "defaults=file:///srv/mirror/main. Repeatable. Also read from [channels] in "
-        "./envfactory.toml and from ENVFACTORY_CHANNEL_MAP (NAME=URL,NAME=URL).",
+        "envfactory.toml (next to envfactory.yaml, else ./) and from ENVFACTORY_CHANNEL_MAP "
+        "(NAME=URL,NAME=URL).",
     ),
     solver: str = typer.Option(
         "rattler",
@@ -48,8 +134,8 @@ def lock(
     check: bool = typer.Option(
         False,
         "--check",
-        help="Do not solve: exit 0 when the lock matches the current inputs, 1 with the reason "
-        "when it is stale.",
+        help="Do not solve: exit 0 when every lock matches its current inputs, 1 with the "
+        "reasons when one is stale.",
     ),
     virtual_package_spec: Path | None = typer.Option(
         None,
@@ -62,73 +148,97 @@ def lock(
         "--pip-index",
         help="Where pip wheels are resolved: a folder of wheels or an index URL. Default: PyPI.",
     ),
-    out: Path = typer.Option(
-        Path("locks"), "--out", "-o", help="Directory that receives COMBO/ with the lock files."
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        "-o",
+        help="Directory that receives NAME/ with the lock files. Default: locks/ next to "
+        "envfactory.yaml for project environments, ./locks for combos.",
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> int:
-    """Solve a combo into locks/COMBO/conda-lock.yml and one explicit file per platform.
+    """Solve a project environment or a combo into locks/NAME/conda-lock.yml and one explicit
+    file per platform; with no NAME, every environment of ./envfactory.yaml.
 
     Each platform is solved with the combo's virtual packages (__cuda = its CUDA, __glibc,
     __unix/__win), never this machine's. The solution is refused (exit 2) when it holds a CPU
     TensorFlow build, or a cudatoolkit, cudnn, python or numpy outside the combo's pins, or a
     package whose dependencies are not all in the lock. Same inputs, same bytes.
     """
-    from envfactory.channels import load_channel_map
-    from envfactory.lock import SOLVERS, LockRequest, check_lock, lock_combo, read_virtual_spec
+    from envfactory.lock import check_lock, lock_combo
 
-    if solver not in SOLVERS:
-        raise UserInputError(f"unknown solver '{solver}'", f"use one of: {', '.join(SOLVERS)}")
-    chosen = load_catalog().combo(combo)
-    request = LockRequest.for_combo(
-        chosen,
-        [parse_platform(p) for p in platform],
-        python,
-        load_channel_map(channel_map),
-        solver=cast("Any", solver),
-        virtual_packages=read_virtual_spec(virtual_package_spec) if virtual_package_spec else None,
-        pip_index=pip_index,
-    )
-    directory = out / chosen.name
-    if check:
-        result = check_lock(request, directory)
-        if as_json:
-            print_json({"fresh": result.fresh, "reasons": list(result.reasons)})
-        elif result.fresh:
-            stdout_console().print(f"{directory / 'conda-lock.yml'} is up to date")
-        else:
-            stdout_console().print(f"{directory / 'conda-lock.yml'} is stale:")
-            for reason in result.reasons:
-                stdout_console().print(f"  {reason}")
-            stdout_console().print(f"regenerate: {request.regenerate()}")
-        return EXIT_OK if result.fresh else EXIT_BAD_INPUT
-    note(f"locking {chosen.name} for {', '.join(request.platforms)} (python {request.python})")
-    result_lock = lock_combo(request, directory, progress=None if as_json else _progress)
-    if as_json:
-        print_json(
-            {
-                "directory": str(directory),
-                "files": [str(p) for p in result_lock.files],
-                "platforms": {
-                    p: {
-                        "conda": sum(1 for x in pkgs if x.manager == "conda"),
-                        "pip": sum(1 for x in pkgs if x.manager == "pip"),
-                        "seconds": round(result_lock.solve_seconds[p], 3),
-                    }
-                    for p, pkgs in result_lock.packages.items()
-                },
-            }
-        )
-        return EXIT_OK
+    targets = _lock_targets(
+        target, project_file, platform, python, channel_map, solver,
+        virtual_package_spec, pip_index, out,
+    )  # fmt: skip
+    many = target is None
     console = stdout_console()
-    for p, pkgs in result_lock.packages.items():
-        conda = sum(1 for x in pkgs if x.manager == "conda")
-        pip = len(pkgs) - conda
-        console.print(
-            f"{p}: {conda} conda + {pip} pip packages in {result_lock.solve_seconds[p]:.2f} s"
-        )
-    for path in result_lock.files:
-        console.print(f"wrote {path}")
+    if check:
+        results = [(t, check_lock(t.request, t.directory)) for t in targets]
+        all_fresh = all(r.fresh for _, r in results)
+        if as_json:
+            views = {
+                t.request.name: {
+                    "kind": t.kind,
+                    "lock": str(t.directory / "conda-lock.yml"),
+                    "fresh": r.fresh,
+                    "reasons": list(r.reasons),
+                    "regenerate": t.request.regenerate(),
+                }
+                for t, r in results
+            }
+            if many:
+                print_json({"fresh": all_fresh, "environments": views})
+            else:
+                (view,) = views.values()
+                print_json({"fresh": view["fresh"], "reasons": view["reasons"]})
+            return EXIT_OK if all_fresh else EXIT_BAD_INPUT
+        for t, r in results:
+            path = t.directory / "conda-lock.yml"
+            if r.fresh:
+                console.print(f"{path} is up to date: {t.label}")
+                continue
+            console.print(f"{path} is stale: {t.label}")
+            for reason in r.reasons:
+                console.print(f"  {reason}")
+            console.print(f"regenerate: {t.request.regenerate()}")
+        return EXIT_OK if all_fresh else EXIT_BAD_INPUT
+
+    views_out: dict[str, Any] = {}
+    for t in targets:
+        req = t.request
+        note(f"locking {t.label} for {', '.join(req.platforms)} (python {req.python})")
+        result = lock_combo(req, t.directory, progress=None if as_json else _progress)
+        platforms_view = {
+            p: {
+                "conda": sum(1 for x in pkgs if x.manager == "conda"),
+                "pip": sum(1 for x in pkgs if x.manager == "pip"),
+                "seconds": round(result.solve_seconds[p], 3),
+            }
+            for p, pkgs in result.packages.items()
+        }
+        views_out[req.name] = {
+            "kind": t.kind,
+            "directory": str(t.directory),
+            "files": [str(p) for p in result.files],
+            "platforms": platforms_view,
+        }
+        if as_json:
+            continue
+        prefix = f"{req.name} " if many else ""
+        for p, counts in platforms_view.items():
+            console.print(
+                f"{prefix}{p}: {counts['conda']} conda + {counts['pip']} pip packages in "
+                f"{result.solve_seconds[p]:.2f} s"
+            )
+        for path in result.files:
+            console.print(f"wrote {path}")
+    if as_json:
+        if many:
+            print_json({"environments": views_out})
+        else:
+            (single,) = views_out.values()
+            print_json({k: v for k, v in single.items() if k != "kind"})
     return EXIT_OK
 
 
@@ -142,7 +252,9 @@ def _named_prefix(name: str) -> Path:
 
 def create(
     target: str = typer.Argument(
-        ..., help="A combo name (uses locks/COMBO/conda-lock.yml) or a conda-lock.yml path."
+        ...,
+        help="A project environment (uses locks/ENV/ next to envfactory.yaml), a combo (uses "
+        "locks/COMBO/conda-lock.yml) or a conda-lock.yml path.",
     ),
     prefix: Path | None = typer.Option(None, "--prefix", "-p", help="Create the env here."),
     name: str | None = typer.Option(
@@ -154,25 +266,67 @@ def create(
         "--platform",
         help="Lay out the env for this platform (default: this machine's).",
     ),
-    locks_dir: Path = typer.Option(
-        Path("locks"), "--locks", help="Where COMBO/conda-lock.yml is looked up."
+    locks_dir: Path | None = typer.Option(
+        None,
+        "--locks",
+        help="Where NAME/conda-lock.yml is looked up (default: locks/ next to envfactory.yaml "
+        "for project environments, ./locks for combos).",
+    ),
+    project_file: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
+    channel_map: list[str] = typer.Option(
+        [],
+        "--channel-map",
+        help="NAME=URL: take the packages of channel NAME from URL or a directory instead of "
+        "where they were locked, e.g. defaults=file:///srv/mirror (what 'envfactory mirror' "
+        "writes). Hashes are still the lock's. Repeatable.",
+    ),
+    pip_index: Path | None = typer.Option(
+        None,
+        "--pip-index",
+        help="A folder holding the locked wheels by file name (the wheels/ folder of "
+        "'envfactory mirror'), used instead of the wheels' locked URLs.",
     ),
 ) -> int:
     """Create an environment with exactly the locked packages for this platform.
 
     Every package file is checked against the lock's sha256 (or md5) first, file:// ones
     included. The env is built in a directory next to PREFIX and moved into place, so a failure
-    or an interrupt leaves nothing behind.
+    or an interrupt leaves nothing behind. A project environment without -p/-n goes to envs/ENV
+    next to envfactory.yaml.
     """
+    from envfactory.channels import ChannelMap, parse_pairs
     from envfactory.create import create_environment, resolve_lock
+    from envfactory.project import find_project
 
-    if (prefix is None) == (name is None):
+    if prefix is not None and name is not None:
         raise UserInputError("give exactly one of -p PREFIX and -n NAME", "e.g. -p ./envs/tf114")
-    where = prefix if prefix is not None else _named_prefix(cast(str, name))
-    lock_path = resolve_lock(target, locks_dir)
+    project = find_project(project_file)
+    where: Path | None = prefix if prefix is not None else None
+    if name is not None:
+        where = _named_prefix(name)
+    if project is not None and target in project.environments:
+        env = project.environment(target)
+        lock_path = resolve_lock(target, locks_dir or project.locks_dir)
+        where = where or project.default_prefix(env.name)
+        note(f"{target}: project environment of {project.path} (combo {env.combo.name})")
+    else:
+        if where is None:
+            raise UserInputError(
+                "give exactly one of -p PREFIX and -n NAME", "e.g. -p ./envs/tf114"
+            )
+        lock_path = resolve_lock(target, locks_dir or Path("locks"))
     chosen: Platform | None = parse_platform(platform) if platform else None
+    cmap = ChannelMap(parse_pairs(channel_map, "--channel-map")) if channel_map else None
     note(f"creating {where} from {lock_path}")
-    result = create_environment(lock_path, where, force, chosen, progress=_progress)
+    result = create_environment(
+        lock_path,
+        where,
+        force,
+        chosen,
+        progress=_progress,
+        channel_map=cmap,
+        wheel_dir=pip_index,
+    )
     console = stdout_console()
     console.print(
         f"created {result.prefix} ({result.platform}): {result.conda} conda + "

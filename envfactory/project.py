@@ -1,0 +1,455 @@
+"""Project manifest: ``envfactory.yaml`` names the environments of a project repository, each a
+combo plus what the project adds to it, and says where their locks live (``locks/<env>/``).
+
+Schema (every key but ``combo`` optional; unknown keys are errors, reported with file and line)::
+
+    environments:
+      legacy:                          # [A-Za-z0-9][A-Za-z0-9_.-]*
+        combo: tf114-cuda100           # see 'envfactory list'
+        python: "3.7"                  # within the combo's range; default: the combo's default
+        platforms: [linux-64, win-64]  # a subset of the combo's; default: all it covers
+        add: [opencv=3.4.2, pandas]    # conda match specs, solved together with the combo's pins
+        pip: [requests==2.22.0]        # pip requirements, locked for the target like the combo's
+        channels: [conda-forge]        # searched after the combo's own channels
+        variables: {MY_DATA: /data}    # set on activation (conda-meta/state)
+
+An addition may never override the combo: adding a package the combo pins (``numpy`` in
+tf114-cuda100), a variant-selecting package (``tensorflow``, ``cudatoolkit``, ``cudnn`` ...), or
+``python`` is an error naming both the addition and the combo's pin. The loader reads once into
+frozen records; ``lock_request`` turns an environment into the lock stage's input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
+
+from envfactory.catalog import (
+    PLATFORMS,
+    VARIANT_PACKAGES,
+    Catalog,
+    Combo,
+    Platform,
+    _Reader,
+    load_catalog,
+)
+from envfactory.channels import ChannelMap
+from envfactory.errors import CatalogError, UserInputError, did_you_mean
+from envfactory.lock import Additions, LockRequest, SolverKind
+from envfactory.render import resolve_python
+
+PROJECT_FILE = "envfactory.yaml"
+LOCKS_DIR = "locks"
+ENVS_DIR = "envs"
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Set by the activation scripts or by conda itself: a project variable must not fight them.
+_RESERVED_VARIABLE = re.compile(
+    r"^(PATH|LD_LIBRARY_PATH|CUDA_PATH.*|TF_CPP_MIN_LOG_LEVEL|CONDA_.*)$"
+)
+# pip distributions that are TensorFlow itself: adding one would replace the combo's.
+_TENSORFLOW_WHEELS = re.compile(r"^(tensorflow|tf-nightly|intel-tensorflow)([-_].*)?$")
+SCHEMA_HINT = "see docs/project.md for the envfactory.yaml schema"
+
+
+class ProjectError(UserInputError):
+    """``envfactory.yaml`` is malformed or asks for something the combo forbids (exit 1)."""
+
+
+@dataclass(frozen=True)
+class ProjectEnvironment:
+    name: str
+    combo: Combo
+    python: str
+    platforms: tuple[Platform, ...]
+    conda: tuple[str, ...] = ()
+    pip: tuple[str, ...] = ()
+    channels: tuple[str, ...] = ()
+    variables: Mapping[str, str] = field(default_factory=dict)
+
+    def combo_channels(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c for p in self.platforms for c in self.combo.route(p).channels))
+
+    def additions(self) -> Additions:
+        return Additions(
+            environment=self.name,
+            conda=self.conda,
+            pip=self.pip,
+            channels=self.channels,
+            variables=self.variables,
+        )
+
+
+@dataclass(frozen=True)
+class Project:
+    path: Path
+    environments: Mapping[str, ProjectEnvironment]
+
+    @property
+    def directory(self) -> Path:
+        return self.path.parent
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.directory / LOCKS_DIR
+
+    def lock_dir(self, name: str) -> Path:
+        return self.locks_dir / name
+
+    def default_prefix(self, name: str) -> Path:
+        """Where ``create ENV`` puts a project environment without ``-p``/``-n``."""
+        return self.directory / ENVS_DIR / name
+
+    def environment(self, name: str) -> ProjectEnvironment:
+        try:
+            return self.environments[name]
+        except KeyError:
+            raise ProjectError(
+                f"{self.path} defines no environment '{name}'",
+                did_you_mean(name, self.environments, f"{self.path.name} (environments:)"),
+            ) from None
+
+    def __iter__(self) -> Iterator[ProjectEnvironment]:
+        return iter(self.environments.values())
+
+
+def lock_request(
+    env: ProjectEnvironment,
+    channel_map: ChannelMap,
+    solver: SolverKind = "rattler",
+    pip_index: str | None = None,
+) -> LockRequest:
+    """The lock stage's input for a project environment: the combo plus the additions."""
+    return LockRequest.for_combo(
+        env.combo,
+        env.platforms,
+        env.python,
+        channel_map,
+        solver=solver,
+        pip_index=pip_index,
+        additions=env.additions(),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Finding and loading the file.
+
+
+def find_project(explicit: Path | None = None, start: Path | None = None) -> Project | None:
+    """``--project FILE`` (must exist), else ``./envfactory.yaml`` if there is one."""
+    if explicit is not None:
+        if not explicit.is_file():
+            raise ProjectError(
+                f"no project file at {explicit}",
+                f"pass the path of an {PROJECT_FILE}; {SCHEMA_HINT}",
+            )
+        return load_project(explicit)
+    candidate = (start or Path.cwd()) / PROJECT_FILE
+    return load_project(candidate) if candidate.is_file() else None
+
+
+def load_project(path: Path, catalog: Catalog | None = None) -> Project:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProjectError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        return _ProjectLoader(path, catalog or load_catalog()).load(text)
+    except CatalogError as exc:  # the catalog's reader reports unknown keys this way
+        raise ProjectError(exc.message, exc.hint) from None
+
+
+class _ManifestReader(_Reader):
+    """The catalog's validating reader (line numbers from ruamel's round-trip nodes), with
+    hints that point at the project file instead of the catalog."""
+
+    def fail(self, node: Any, message: str, hint: str | None = None) -> CatalogError:
+        line = _line(node)
+        where = f"{self.path}:{line}" if line else self.path
+        return CatalogError(f"{where}: {message}", hint or SCHEMA_HINT)
+
+    def at(self, line: int | None, message: str, hint: str | None = None) -> ProjectError:
+        where = f"{self.path}:{line}" if line else self.path
+        return ProjectError(f"{where}: {message}", hint or SCHEMA_HINT)
+
+    def _type(self, parent: CommentedMap, key: str, what: str, expected: str) -> CatalogError:
+        line = parent.lc.key(key)[0] + 1
+        got = type(parent[key]).__name__
+        return CatalogError(
+            f"{self.path}:{line}: '{key}' in {what} must be {expected}, got {got}", SCHEMA_HINT
+        )
+
+
+def _line(node: Any) -> int | None:
+    lc = getattr(node, "lc", None)
+    return lc.line + 1 if lc is not None and lc.line is not None else None
+
+
+def _key_line(parent: CommentedMap, key: str) -> int:
+    return int(parent.lc.key(key)[0]) + 1
+
+
+def _item_line(seq: CommentedSeq, index: int) -> int:
+    return int(seq.lc.item(index)[0]) + 1
+
+
+ENV_KEYS = {"python", "platforms", "add", "pip", "channels", "variables"}
+
+
+class _ProjectLoader:
+    def __init__(self, path: Path, catalog: Catalog) -> None:
+        self.path = path
+        self.catalog = catalog
+        self.r = _ManifestReader(str(path))
+
+    def load(self, text: str) -> Project:
+        try:
+            doc = YAML(typ="rt").load(text)
+        except YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = mark.line + 1 if mark is not None else None
+            raise self.r.at(line, f"not valid YAML: {exc}") from None
+        if doc is None:
+            raise self.r.at(None, "the file is empty; it needs an 'environments:' mapping")
+        top = self.r.mapping(doc, "the project file (top level)", {"environments"})
+        table = self.r.mapping(
+            top["environments"], "environments", set(), set(top["environments"] or {})
+        )
+        if not table:
+            raise self.r.fail(table, "'environments' names no environment")
+        envs = {
+            str(name): self._environment(str(name), node, table) for name, node in table.items()
+        }
+        return Project(path=self.path, environments=envs)
+
+    def _environment(self, name: str, node: Any, table: CommentedMap) -> ProjectEnvironment:
+        r = self.r
+        if not _NAME.match(name):
+            raise r.at(
+                _key_line(table, name),
+                f"environment name '{name}' is not a plain name",
+                "use letters, digits, '.', '_' and '-' (it names locks/<env>/)",
+            )
+        what = f"environment '{name}'"
+        m = r.mapping(node, what, {"combo"}, ENV_KEYS)
+        combo_name = r.string(m, "combo", what)
+        try:
+            combo = self.catalog.combo(combo_name)
+        except UserInputError as exc:
+            raise r.at(_key_line(m, "combo"), f"{what}: {exc.message}", exc.hint) from None
+
+        platforms = self._platforms(m, combo, what)
+        python = r.string(m, "python", what) if "python" in m else None
+        try:
+            chosen_python = resolve_python(combo, platforms, python)
+        except UserInputError as exc:
+            line = _key_line(m, "python") if "python" in m else _line(m)
+            raise r.at(line, f"{what}: {exc.message}", exc.hint) from None
+
+        channels = r.strings(m, "channels", what) if "channels" in m else ()
+        env = ProjectEnvironment(
+            name=name,
+            combo=combo,
+            python=chosen_python,
+            platforms=platforms,
+            channels=channels,
+        )
+        conda = self._conda(m, env, what) if "add" in m else ()
+        pip = self._pip(m, env, what) if "pip" in m else ()
+        variables = self._variables(m, what) if "variables" in m else {}
+        return ProjectEnvironment(
+            name=name,
+            combo=combo,
+            python=chosen_python,
+            platforms=platforms,
+            conda=conda,
+            pip=pip,
+            channels=channels,
+            variables=variables,
+        )
+
+    def _platforms(self, m: CommentedMap, combo: Combo, what: str) -> tuple[Platform, ...]:
+        covered = tuple(p for p in PLATFORMS if p in combo.platforms)
+        if "platforms" not in m:
+            return covered
+        seq = self.r.sequence(m, "platforms", what)
+        chosen: list[Platform] = []
+        for index, value in enumerate(seq):
+            line = _item_line(seq, index)
+            platform = next((p for p in PLATFORMS if p == value), None)
+            if platform is None:
+                raise self.r.at(
+                    line,
+                    f"{what}: unknown platform '{value}'",
+                    did_you_mean(str(value), PLATFORMS, "envfactory list"),
+                )
+            try:
+                combo.route(platform)
+            except UserInputError as exc:
+                raise self.r.at(line, f"{what}: {exc.message}", exc.hint) from None
+            chosen.append(platform)
+        if not chosen:
+            raise self.r.at(_key_line(m, "platforms"), f"{what}: 'platforms' is empty")
+        return tuple(dict.fromkeys(chosen))
+
+    def _specs(self, m: CommentedMap, key: str, what: str) -> list[tuple[str, int]]:
+        seq = self.r.sequence(m, key, what)
+        out = []
+        for index, value in enumerate(seq):
+            if isinstance(value, bool) or not isinstance(value, str | int):
+                raise self.r.at(
+                    _item_line(seq, index),
+                    f"{what}: '{key}' entries must be strings, got {type(value).__name__}",
+                    'quote the entry, e.g. - "opencv=3.4.2"',
+                )
+            out.append((str(value), _item_line(seq, index)))
+        return out
+
+    def _conda(self, m: CommentedMap, env: ProjectEnvironment, what: str) -> tuple[str, ...]:
+        from envfactory import rattler_adapter
+
+        channels = set(env.combo_channels()) | set(env.channels)
+        out: list[str] = []
+        for text, line in self._specs(m, "add", what):
+            try:
+                name, channel = rattler_adapter.spec_name_and_channel(text)
+            except UserInputError as exc:
+                raise self.r.at(line, f"{what}: {exc.message}", exc.hint) from None
+            if channel is not None and channel not in channels:
+                raise self.r.at(
+                    line,
+                    f"{what}: '{text}' names channel '{channel}', which the environment does "
+                    f"not search ({', '.join(sorted(channels))})",
+                    f"add '{channel}' to the environment's channels:",
+                )
+            clash = _conda_clash(env, name)
+            if clash:
+                raise self.r.at(line, f"{what}: '{text}' {clash[0]}", clash[1])
+            out.append(text)
+        return tuple(out)
+
+    def _pip(self, m: CommentedMap, env: ProjectEnvironment, what: str) -> tuple[str, ...]:
+        from packaging.requirements import InvalidRequirement, Requirement
+        from packaging.utils import canonicalize_name
+
+        out: list[str] = []
+        for text, line in self._specs(m, "pip", what):
+            try:
+                name = canonicalize_name(Requirement(text).name)
+            except InvalidRequirement as exc:
+                raise self.r.at(line, f"{what}: not a pip requirement: '{text}': {exc}") from None
+            clash = _pip_clash(env, name)
+            if clash:
+                raise self.r.at(line, f"{what}: pip '{text}' {clash[0]}", clash[1])
+            out.append(text)
+        return tuple(out)
+
+    def _variables(self, m: CommentedMap, what: str) -> dict[str, str]:
+        table = self.r.mapping(
+            m["variables"], f"{what} variables", set(), set(m["variables"] or {})
+        )
+        out: dict[str, str] = {}
+        for key in table:
+            name = str(key)
+            line = _key_line(table, key)
+            if not _VARIABLE.match(name):
+                raise self.r.at(line, f"{what}: '{name}' is not an environment variable name")
+            if _RESERVED_VARIABLE.match(name):
+                raise self.r.at(
+                    line,
+                    f"{what}: {name} is set by conda or by the combo's activation scripts",
+                    "PATH, LD_LIBRARY_PATH, CUDA_PATH* and TF_CPP_MIN_LOG_LEVEL come from the "
+                    "combo (see 'envfactory show COMBO'); choose another variable",
+                )
+            out[name] = self.r.string(table, key, f"{what} variables")
+        return dict(sorted(out.items()))
+
+
+def _pins_named(env: ProjectEnvironment, name: str) -> dict[str, list[Platform]]:
+    """The combo's conda pins of package ``name`` on the environment's platforms."""
+    found: dict[str, list[Platform]] = {}
+    for platform in env.platforms:
+        for pin in env.combo.route(platform).conda_pins(env.python):
+            if pin.name == name:
+                found.setdefault(pin.spec, []).append(platform)
+    return found
+
+
+def _describe_pins(pins: Mapping[str, Sequence[Platform]]) -> str:
+    return "; ".join(f"{spec} ({', '.join(platforms)})" for spec, platforms in pins.items())
+
+
+def _conda_clash(env: ProjectEnvironment, name: str) -> tuple[str, str] | None:
+    """Why adding conda package ``name`` would override the combo, with the fix; or None."""
+    combo = env.combo.name
+    show = f"see 'envfactory show {combo}'"
+    if name == "python":
+        return (
+            f"clashes with {combo}'s python {env.python}",
+            f"set the environment's 'python:' key instead (allowed: "
+            f"{', '.join(env.combo.python_allowed)})",
+        )
+    pins = _pins_named(env, name)
+    if pins:
+        return (
+            f"clashes with {combo}'s pin {_describe_pins(pins)}",
+            f"the combo's pins are what make it work; drop '{name}' from add: ({show}), "
+            "or pick another combo",
+        )
+    if name in VARIANT_PACKAGES:
+        fixed = [
+            pin.spec
+            for p in env.platforms
+            for pin in env.combo.route(p).conda_pins(env.python)
+            if pin.name in VARIANT_PACKAGES
+        ]
+        fixed += [pin.requirement for p in env.platforms for pin in env.combo.route(p).pip]
+        return (
+            f"is a variant-selecting package, and {combo} fixes the variant itself "
+            f"({', '.join(dict.fromkeys(fixed)) or 'TensorFlow ' + env.combo.tensorflow.value})",
+            f"drop '{name}' from add: ({show}), or pick another combo",
+        )
+    return None
+
+
+def _pip_clash(env: ProjectEnvironment, name: str) -> tuple[str, str] | None:
+    from packaging.utils import canonicalize_name
+
+    combo = env.combo.name
+    show = f"see 'envfactory show {combo}'"
+    for platform in env.platforms:
+        for pin in env.combo.route(platform).pip:
+            if canonicalize_name(pin.name) == name:
+                return (
+                    f"clashes with {combo}'s pip pin {pin.requirement} ({platform})",
+                    f"drop it from pip: ({show})",
+                )
+    conda_names = {canonicalize_name(n) for n in VARIANT_PACKAGES | {"python"}}
+    pins = {
+        spec: platforms
+        for pin_name in {
+            pin.name for p in env.platforms for pin in env.combo.route(p).conda_pins(env.python)
+        }
+        if canonicalize_name(pin_name) == name
+        for spec, platforms in _pins_named(env, pin_name).items()
+    }
+    if pins:
+        return (
+            f"would replace {combo}'s conda pin {_describe_pins(pins)}",
+            f"drop it from pip: (the combo pins it in conda; {show})",
+        )
+    if name in conda_names or _TENSORFLOW_WHEELS.match(name):
+        return (
+            f"would replace the TensorFlow/CUDA variant {combo} fixes "
+            f"(TensorFlow {env.combo.tensorflow.value}, CUDA {env.combo.cuda.value})",
+            f"drop it from pip: ({show}), or pick another combo",
+        )
+    return None
