@@ -27,11 +27,10 @@ from envfactory import __version__
 from envfactory.catalog import PLATFORMS, Combo, Platform
 from envfactory.channels import ChannelMap
 from envfactory.errors import ToolError, UserInputError
-from envfactory.fsio import atomic_write_many
+from envfactory.fsio import RenderedFile, atomic_write_many
 from envfactory.render import (
     VIRTUAL_PACKAGES_FILE,
     EnvironmentSpec,
-    RenderedFile,
     environment_spec,
     render_combo,
     resolve_python,
@@ -296,8 +295,8 @@ def _with_additions(request: LockRequest, rendered: RenderedFile) -> RenderedFil
     # render's context builder, so the combo part of the file is exactly what `render` writes.
     from envfactory.render import _environment_context
 
-    if rendered.relpath == VIRTUAL_PACKAGES_FILE:
-        return rendered
+    if not re.fullmatch(r"environment(\.[\w-]+)?\.yml", rendered.relpath):
+        return rendered  # virtual packages, activation scripts: the combo's own
     own = rendered.relpath.removeprefix("environment.").removesuffix(".yml")
     # environment.<platform>.yml is one platform's; environment.yml is every platform render
     # put in it: those the combo covers for this python (render_combo's rule).
@@ -384,8 +383,7 @@ def _solve_with_conda_lock(
     from envfactory import condalock_adapter
 
     with tempfile.TemporaryDirectory(prefix="envfactory-render-") as tmp:
-        for f in rendered:
-            (Path(tmp) / f.relpath).write_text(f.content, encoding="utf-8")
+        _write_inputs(rendered, Path(tmp))
         vp = Path(tmp) / VIRTUAL_PACKAGES_FILE
         if request.virtual_packages:
             vp.write_text(
@@ -398,6 +396,14 @@ def _solve_with_conda_lock(
             request.channel_map.urls(request.channels(platform)),
             dict(os.environ),
         )
+
+
+def _write_inputs(rendered: Sequence[RenderedFile], directory: Path) -> None:
+    """The rendered files, for conda-lock to read (some live in subdirectories)."""
+    for f in rendered:
+        path = directory / f.relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f.content, encoding="utf-8")
 
 
 def _matches() -> Callable[[str, LockedPackage], bool]:
@@ -414,8 +420,7 @@ def _lock_files(
     from envfactory import condalock_adapter, rattler_adapter
 
     with tempfile.TemporaryDirectory(prefix="envfactory-render-") as tmp:
-        for f in rendered:
-            (Path(tmp) / f.relpath).write_text(f.content, encoding="utf-8")
+        _write_inputs(rendered, Path(tmp))
         env_files = {p: Path(tmp) / _env_file_of(rendered, p) for p in request.platforms}
         content_hash = condalock_adapter.content_hashes(
             env_files, Path(tmp) / VIRTUAL_PACKAGES_FILE

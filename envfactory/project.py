@@ -394,7 +394,7 @@ def _conda_clash(env: ProjectEnvironment, name: str) -> tuple[str, str] | None:
     if name == "python":
         return (
             f"clashes with {combo}'s python {env.python}",
-            f"set the environment's 'python:' key instead (allowed: "
+            f"set the environment's 'python:' key instead ({combo} allows "
             f"{', '.join(env.combo.python_allowed)})",
         )
     pins = _pins_named(env, name)
