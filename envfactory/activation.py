@@ -57,8 +57,7 @@ from typing import Any, Literal, get_args
 
 from envfactory import __version__
 from envfactory.catalog import Combo, Platform, os_of
-from envfactory.fsio import atomic_write_many
-from envfactory.render import RenderedFile
+from envfactory.fsio import RenderedFile, atomic_write_many
 from envfactory.templating import render_template, templates_dir
 
 Shell = Literal["sh", "csh", "fish", "xsh", "bat", "ps1"]

@@ -5,8 +5,17 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    """A generated file, by its path relative to the directory it is written into."""
+
+    relpath: str
+    content: str
 
 
 def atomic_write(path: Path, data: str | bytes) -> None:
@@ -37,3 +46,10 @@ def atomic_write_many(items: Iterable[tuple[Path, str | bytes]]) -> None:
         for temporary, _ in staged:
             with contextlib.suppress(FileNotFoundError):
                 temporary.unlink()
+
+
+def write_rendered(files: Sequence[RenderedFile], directory: Path) -> list[Path]:
+    """Write the files under ``directory`` atomically (all or nothing); return their paths."""
+    items = [(directory / f.relpath, f.content) for f in files]
+    atomic_write_many(items)
+    return [path for path, _ in items]

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from envfactory import __version__
+from envfactory.activation import activation_scripts
 from envfactory.catalog import (
     PLATFORMS,
     ROUTE_TITLES,
@@ -19,7 +19,7 @@ from envfactory.catalog import (
     os_of,
 )
 from envfactory.errors import UserInputError
-from envfactory.fsio import atomic_write_many
+from envfactory.fsio import RenderedFile
 from envfactory.templating import render_template
 
 # Assumed for every linux-64 lock unless a route says otherwise: manylinux2014 wheels and
@@ -29,14 +29,7 @@ DEFAULT_GLIBC = "2.17"
 ASSUMED_LINUX_KERNEL = "5.10"
 
 VIRTUAL_PACKAGES_FILE = "virtual-packages.yml"
-
-
-@dataclass(frozen=True)
-class RenderedFile:
-    """A generated file, by its path relative to the combo's output directory."""
-
-    relpath: str
-    content: str
+ACTIVATION_DIR = "activation"
 
 
 @dataclass(frozen=True)
@@ -199,6 +192,13 @@ def render_combo(
             content = render_template("environment.yml.j2", _environment_context([specs[platform]]))
             files.append(RenderedFile(name, content))
     files.append(RenderedFile(VIRTUAL_PACKAGES_FILE, render_virtual_packages(combo, chosen)))
+    # The activation scripts, for users who install with plain conda or micromamba: copy
+    # activation/<platform>/etc into the environment's prefix.
+    for platform in selected:
+        for script in activation_scripts(combo, platform):
+            files.append(
+                RenderedFile(f"{ACTIVATION_DIR}/{platform}/{script.relpath}", script.content)
+            )
     return files
 
 
@@ -209,10 +209,3 @@ def render_virtual_packages(combo: Combo, python: str) -> str:
         "subdirs": {p: virtual_packages(combo, p) for p in covered},
     }
     return render_template("virtual-packages.yml.j2", context)
-
-
-def write_rendered(files: Sequence[RenderedFile], directory: Path) -> list[Path]:
-    """Write the files under ``directory`` atomically (all or nothing); return their paths."""
-    items = [(directory / f.relpath, f.content) for f in files]
-    atomic_write_many(items)
-    return [path for path, _ in items]

@@ -112,7 +112,7 @@ def test_acceptance_end_to_end(test_channels: dict[str, Path], tmp_path: Path) -
     locked = run("lock", "tf114-cuda100", *mapping, *pip, cwd=tmp_path)
     assert locked.returncode == 0, locked.stderr
     lock = tmp_path / "locks/tf114-cuda100/conda-lock.yml"
-    before = {p.name: p.read_bytes() for p in lock.parent.iterdir()}
+    before = {p: p.read_bytes() for p in lock.parent.rglob("*") if p.is_file()}
 
     explicit = subprocess.run(
         [CONDA_LOCK, "render", "-k", "explicit", "-p", "linux-64", "--filename-template",
@@ -131,7 +131,7 @@ def test_acceptance_end_to_end(test_channels: dict[str, Path], tmp_path: Path) -
 
     again = run("lock", "tf114-cuda100", *mapping, *pip, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
-    assert {p.name: p.read_bytes() for p in lock.parent.iterdir()} == before
+    assert {p: p.read_bytes() for p in lock.parent.rglob("*") if p.is_file()} == before
 
     fresh = run("lock", "tf114-cuda100", *mapping, *pip, "--check", cwd=tmp_path)
     assert fresh.returncode == 0 and "up to date" in fresh.stdout

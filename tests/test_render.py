@@ -10,7 +10,8 @@ from ruamel.yaml import YAML
 
 from envfactory.catalog import PLATFORMS, Catalog, load_catalog
 from envfactory.errors import CatalogError
-from envfactory.render import RenderedFile, render_combo
+from envfactory.fsio import RenderedFile
+from envfactory.render import render_combo
 from envfactory.templating import render_template
 
 ROOT = Path(__file__).parent.parent

@@ -12,7 +12,8 @@ from rich.table import Table
 from envfactory.catalog import describe, load_catalog, parse_platform, summarize
 from envfactory.cli.output import print_json, stdout_console
 from envfactory.errors import EXIT_OK
-from envfactory.render import render_combo, write_rendered
+from envfactory.fsio import write_rendered
+from envfactory.render import render_combo
 
 JSON_HELP = "Print machine-readable JSON instead of a table."
 
