@@ -177,3 +177,17 @@ def install(
         asyncio.run(run())
     except InstallerError as exc:
         raise ToolError(f"installing into {prefix} failed: {exc}") from None
+
+
+def index_channel(directory: Path) -> None:
+    """Write ``repodata.json`` for every subdir of a local channel (``noarch/`` is created:
+    solvers want it even when it is empty). rattler reads each archive's ``info/index.json``."""
+    import rattler.index
+
+    (directory / "noarch").mkdir(parents=True, exist_ok=True)
+    try:
+        asyncio.run(
+            rattler.index.index_fs(directory, write_zst=False, write_shards=False, force=True)
+        )
+    except Exception as exc:  # rattler raises its own exception types, not one base class
+        raise ToolError(f"indexing {directory} failed: {exc}") from None

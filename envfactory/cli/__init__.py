@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from envfactory import __version__
-from envfactory.cli import catalog_cmds, diagnose_cmds, lock_cmds
+from envfactory.cli import catalog_cmds, diagnose_cmds, lock_cmds, project_cmds
 from envfactory.cli.output import print_error
 from envfactory.errors import EXIT_BAD_INPUT, EXIT_OK, EnvfactoryError
 
@@ -57,6 +57,7 @@ def _root(
 
 catalog_cmds.register(app)
 lock_cmds.register(app)
+project_cmds.register(app)
 diagnose_cmds.register(app)
 
 

@@ -1,0 +1,134 @@
+"""Commands around a project's environments: mirror (an offline channel of a lock) and kernel
+(a Jupyter kernel that carries an environment's activation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import typer
+
+from envfactory.catalog import parse_platform
+from envfactory.cli.output import note, print_json, stdout_console
+from envfactory.errors import EXIT_OK, UserInputError
+
+PROJECT_HELP = "The project file (default: ./envfactory.yaml when there is one)."
+
+
+def _progress(message: str) -> None:
+    note(f"  {message}")
+
+
+def mirror(
+    target: str = typer.Argument(
+        ..., help="A project environment, a combo (locks/COMBO/) or a conda-lock.yml path."
+    ),
+    directory: Path = typer.Argument(..., help="The local channel to write (created if needed)."),
+    platform: list[str] = typer.Option(
+        [], "--platform", "-p", help="Mirror only this platform; repeatable. Default: all."
+    ),
+    project_file: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
+    locks_dir: Path | None = typer.Option(
+        None, "--locks", help="Where NAME/conda-lock.yml is looked up."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+) -> int:
+    """Download exactly the locked packages into DIRECTORY as an indexed local channel.
+
+    Each file is hash-checked against the lock before it gets its final name; an interrupted
+    download is resumed on the next run. Then, on a machine with no other channel:
+    envfactory create ENV --channel-map NAME=file://DIRECTORY --pip-index DIRECTORY/wheels
+    """
+    from envfactory.mirror import mirror_lock
+
+    lock_path = _lock_of(target, project_file, locks_dir)
+    note(f"mirroring {lock_path} into {directory}")
+    result = mirror_lock(
+        lock_path,
+        directory,
+        [parse_platform(p) for p in platform],
+        progress=None if as_json else _progress,
+    )
+    command = result.create_command(target)
+    if as_json:
+        print_json(
+            {
+                "directory": str(result.directory),
+                "lock": str(result.lock),
+                "platforms": list(result.platforms),
+                "files": result.outcomes,
+                "create": command,
+            }
+        )
+        return EXIT_OK
+    console = stdout_console()
+    counts = ", ".join(
+        f"{result.count(o)} {o}" for o in ("downloaded", "resumed", "copied", "kept")
+    )
+    console.print(f"mirrored {len(result.outcomes)} files into {result.directory} ({counts})")
+    console.print(f"create from it: {command}")
+    return EXIT_OK
+
+
+def _lock_of(target: str, project_file: Path | None, locks_dir: Path | None) -> Path:
+    from envfactory.create import resolve_lock
+    from envfactory.project import find_project
+
+    project = find_project(project_file)
+    if project is not None and target in project.environments:
+        return resolve_lock(target, locks_dir or project.locks_dir)
+    return resolve_lock(target, locks_dir or Path("locks"))
+
+
+def kernel(
+    target: str = typer.Argument(
+        ..., help="A project environment (its prefix envs/ENV) or an environment's prefix."
+    ),
+    prefix: Path | None = typer.Option(
+        None, "--prefix", "-p", help="The environment's prefix (default: from the project)."
+    ),
+    where: str = typer.Option(
+        "user",
+        "--target",
+        help="user: the user's Jupyter data directory (every Jupyter sees it); env: "
+        "<prefix>/share/jupyter/kernels (a Jupyter running from that environment sees it).",
+    ),
+    name: str | None = typer.Option(None, "--name", help="Kernel name (default envfactory-ENV)."),
+    display_name: str | None = typer.Option(None, "--display-name", help="Shown in Jupyter."),
+    project_file: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the kernel.json written."),
+) -> int:
+    """Register a Jupyter kernel whose kernel.json carries the environment's activation:
+    PATH, LD_LIBRARY_PATH, CUDA_PATH and TF_CPP_MIN_LOG_LEVEL as the activate.d scripts set
+    them (Jupyter does not run those scripts for kernels)."""
+    from envfactory.kernel import TARGETS, install_kernel
+    from envfactory.project import find_project
+
+    if where not in TARGETS:
+        raise UserInputError(f"unknown --target '{where}'", f"use one of: {', '.join(TARGETS)}")
+    chosen = prefix
+    if chosen is None:
+        project = find_project(project_file)
+        if project is not None and target in project.environments:
+            chosen = project.default_prefix(target)
+        elif Path(target).is_dir():
+            chosen = Path(target)
+        else:
+            raise UserInputError(
+                f"'{target}' is neither an environment of a project here nor a prefix",
+                "pass -p PREFIX, or run in the directory of envfactory.yaml",
+            )
+    result = install_kernel(chosen, cast("Any", where), name, display_name)
+    if as_json:
+        print_json({"name": result.name, "path": str(result.path), "kernel": result.spec})
+    else:
+        stdout_console().print(f"registered kernel {result.name}: {result.path}")
+    for text in result.notes:
+        note(f"note: {text}")
+    return EXIT_OK
+
+
+def register(app: typer.Typer) -> None:
+    """Add mirror and kernel to the app."""
+    app.command("mirror")(mirror)
+    app.command("kernel")(kernel)
