@@ -64,6 +64,17 @@ def test_committed_locks_are_fresh(name: str) -> None:
         assert path.read_text() == file.content, f"{path} is stale; run: envfactory render {name}"
 
 
+@pytest.mark.parametrize("name", sorted(CATALOG.combos))
+def test_committed_locks_hold_no_leftover_rendered_file(name: str) -> None:
+    rendered = {f.relpath for f in _full_render(name)}
+    lock_outputs = {"conda-lock.yml"} | {f"conda-{p}.lock" for p in PLATFORMS}
+    on_disk = {
+        p.relative_to(LOCKS / name).as_posix() for p in (LOCKS / name).rglob("*") if p.is_file()
+    }
+    leftovers = on_disk - rendered - lock_outputs
+    assert not leftovers, f"not rendered any more: {sorted(leftovers)}; delete them"
+
+
 def test_locks_hold_no_rendered_file_of_an_unknown_combo() -> None:
     assert {p.name for p in LOCKS.iterdir() if p.is_dir()} <= set(CATALOG.combos)
 
