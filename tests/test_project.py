@@ -327,3 +327,36 @@ def test_example_create_both_offline_then_activate_and_deactivate_in_one_session
     assert ("modern TF", "2") in values, lines
     assert ("modern LD_LIBRARY_PATH", "<unset>") in values, lines
     assert lines[-1] == "RESTORED", proc.stdout
+
+
+def test_pre_commit_hook_runs_the_freshness_check(
+    example: Path, test_channels: dict[str, Path], tmp_path: Path
+) -> None:
+    """The hook as pre-commit runs it: ``entry`` + the user's ``args``, no file names; and its
+    ``files`` pattern (pre-commit uses re.search) selects the manifest and the locks."""
+    import re
+
+    from ruamel.yaml import YAML
+
+    hooks = YAML(typ="safe").load((EXAMPLE.parent.parent / ".pre-commit-hooks.yaml").read_text())
+    (hook,) = hooks
+    assert hook["id"] == "envfactory-lock-check" and hook["pass_filenames"] is False
+    files = re.compile(hook["files"])
+    for path in ("envfactory.yaml", "envfactory.toml", "locks/legacy/conda-lock.yml",
+                 "sub/project/envfactory.yaml"):  # fmt: skip
+        assert files.search(path), path
+    for path in ("README.md", "src/locks.py", "my-envfactory.yaml.bak"):
+        assert not files.search(path), path
+
+    program, *entry_args = hook["entry"].split()
+    assert program == "envfactory"
+    command = [ENVFACTORY, *entry_args, *lock_flags(test_channels)]
+    fresh = subprocess.run(command, cwd=example, capture_output=True, text=True, timeout=120)
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    edited = tmp_path / "edited"
+    shutil.copytree(example, edited, ignore=shutil.ignore_patterns("envs"))
+    manifest_path = edited / "envfactory.yaml"
+    manifest_path.write_text(manifest_path.read_text().replace("opencv=3.4.2, ", ""))
+    stale = subprocess.run(command, cwd=edited, capture_output=True, text=True, timeout=120)
+    assert stale.returncode == 1
+    assert "-opencv=3.4.2" in stale.stdout and "regenerate: envfactory lock legacy" in stale.stdout
