@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
 from envfactory import __version__
 from envfactory.catalog import PLATFORMS, Combo, Platform
@@ -29,14 +29,15 @@ from envfactory.channels import ChannelMap
 from envfactory.errors import ToolError, UserInputError
 from envfactory.fsio import RenderedFile, atomic_write_many
 from envfactory.render import (
+    NO_ADDITIONS,
     VIRTUAL_PACKAGES_FILE,
+    Additions,
     EnvironmentSpec,
     environment_spec,
     render_combo,
     resolve_python,
 )
 from envfactory.solve import LockedPackage, check_solution, refuse, solver_hint
-from envfactory.templating import render_template
 
 SolverKind = Literal["rattler", "conda-lock"]
 SOLVERS: tuple[SolverKind, ...] = ("rattler", "conda-lock")
@@ -52,26 +53,6 @@ def explicit_name(platform: Platform) -> str:
 
 
 @dataclass(frozen=True)
-class Additions:
-    """What a project environment adds to its combo; empty for a plain combo lock.
-
-    ``conda`` are match specs (``opencv=3.4.2``, ``conda-forge::pandas``), ``pip`` requirement
-    strings, ``channels`` channel names searched after the combo's own, ``variables`` what the
-    environment sets when activated (written to ``conda-meta/state`` by create).
-    """
-
-    environment: str | None = None
-    conda: tuple[str, ...] = ()
-    pip: tuple[str, ...] = ()
-    channels: tuple[str, ...] = ()
-    variables: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def empty(self) -> bool:
-        return self.environment is None
-
-
-@dataclass(frozen=True)
 class LockRequest:
     combo: Combo
     platforms: tuple[Platform, ...]
@@ -80,7 +61,7 @@ class LockRequest:
     solver: SolverKind = "rattler"
     virtual_packages: Mapping[Platform, Mapping[str, str]] = field(default_factory=dict)
     pip_index: str | None = None
-    additions: Additions = field(default_factory=Additions)
+    additions: Additions = NO_ADDITIONS
 
     @classmethod
     def for_combo(
@@ -107,7 +88,7 @@ class LockRequest:
             solver=solver,
             virtual_packages=dict(virtual_packages or {}),
             pip_index=pip_index,
-            additions=additions or Additions(),
+            additions=additions or NO_ADDITIONS,
         )
 
     @property
@@ -282,59 +263,15 @@ def _pip_packages(
 
 
 def _rendered_inputs(request: LockRequest) -> list[RenderedFile]:
-    files = render_combo(request.combo, list(request.platforms), request.python)
     if request.additions.empty:
-        return files
-    return [_with_additions(request, f) for f in files]
-
-
-def _with_additions(request: LockRequest, rendered: RenderedFile) -> RenderedFile:
-    """A combo's environment file re-rendered with a project environment's additions: its
-    name, the added channels, conda specs (before ``pip``) and pip requirements, and a header
-    that names the project environment and the command that regenerates it."""
-    # render's context builder, so the combo part of the file is exactly what `render` writes.
-    from envfactory.render import _environment_context
-
-    if not re.fullmatch(r"environment(\.[\w-]+)?\.yml", rendered.relpath):
-        return rendered  # virtual packages, activation scripts: the combo's own
-    own = rendered.relpath.removeprefix("environment.").removesuffix(".yml")
-    # environment.<platform>.yml is one platform's; environment.yml is every platform render
-    # put in it: those the combo covers for this python (render_combo's rule).
-    platforms: list[Platform] = [p for p in PLATFORMS if p == own] or [
-        p
-        for p in PLATFORMS
-        if p in request.combo.platforms and request.python in request.combo.platforms[p].pythons
-    ]
-    specs = [environment_spec(request.combo, p, request.python) for p in platforms]
-    context = _environment_context(specs)
-    extra = request.additions
-    note = "added by envfactory.yaml"
-    header = [
-        line for line in cast("list[str]", context["header"]) if not line.startswith("Regenerate:")
-    ]
-    header.insert(
-        1,
-        f"Project environment {extra.environment}: combo {request.combo.name} "
-        "plus the additions of envfactory.yaml.",
+        return render_combo(request.combo, list(request.platforms), request.python)
+    return render_combo(
+        request.combo,
+        list(request.platforms),
+        request.python,
+        additions=request.additions,
+        regenerate=request.regenerate(),
     )
-    header.append(f"Regenerate: {request.regenerate()}")
-    combo_deps = cast("list[dict[str, object]]", context["dependencies"])
-    deps = [d for d in combo_deps if d["spec"] != "pip"]
-    deps += [{"spec": spec, "comment": note} for spec in extra.conda]
-    pip = cast("list[dict[str, object]]", context["pip"])
-    added: list[dict[str, object]] = [{"spec": r, "comment": note} for r in extra.pip]
-    pip = [*pip, *added]
-    if pip:
-        deps.append({"spec": "pip", "comment": None})
-    channels = [*cast("list[str]", context["channels"]), *extra.channels]
-    context.update(
-        header=header,
-        name=extra.environment,
-        dependencies=deps,
-        pip=pip,
-        channels=list(dict.fromkeys(channels)),
-    )
-    return RenderedFile(rendered.relpath, render_template("environment.yml.j2", context))
 
 
 def _env_file_of(files: Sequence[RenderedFile], platform: Platform) -> str:

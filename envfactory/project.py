@@ -42,8 +42,8 @@ from envfactory.catalog import (
 )
 from envfactory.channels import ChannelMap
 from envfactory.errors import CatalogError, UserInputError, did_you_mean
-from envfactory.lock import Additions, LockRequest, SolverKind
-from envfactory.render import resolve_python
+from envfactory.lock import LockRequest, SolverKind
+from envfactory.render import Additions, resolve_python
 
 PROJECT_FILE = "envfactory.yaml"
 LOCKS_DIR = "locks"
