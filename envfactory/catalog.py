@@ -15,11 +15,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast, get_args
 
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import YAMLError
 
-from envfactory.errors import CatalogError, UserInputError, did_you_mean, nearest
+from envfactory.errors import CatalogError, UserInputError, did_you_mean
+from envfactory.yamlio import YamlReader, load_yaml
 
 Platform = Literal["linux-64", "win-64"]
 PLATFORMS: tuple[Platform, ...] = get_args(Platform)
@@ -237,104 +236,6 @@ def parse_platform(text: str) -> Platform:
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Loading: one validating reader over ruamel's round-trip nodes, which know their line numbers.
-
-
-class _Reader:
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def fail(self, node: Any, message: str, hint: str | None = None) -> CatalogError:
-        line = _line_of(node)
-        where = f"{self.path}:{line}" if line else self.path
-        return CatalogError(f"{where}: {message}", hint or "fix the catalog data file")
-
-    def mapping(
-        self,
-        node: Any,
-        what: str,
-        required: set[str],
-        optional: set[str] = frozenset(),  # type: ignore[assignment]
-    ) -> CommentedMap:
-        if not isinstance(node, CommentedMap):
-            raise self.fail(node, f"{what} must be a mapping, got {type(node).__name__}")
-        allowed = required | optional
-        for key in node:
-            if key not in allowed:
-                line = node.lc.key(key)[0] + 1
-                close = nearest(str(key), allowed, n=1)
-                guess = f"did you mean '{close[0]}'? " if close else ""
-                raise CatalogError(
-                    f"{self.path}:{line}: unknown key '{key}' in {what}",
-                    f"{guess}allowed keys: {', '.join(sorted(allowed))}",
-                )
-        missing = sorted(required - set(node))
-        if missing:
-            raise self.fail(node, f"{what} lacks required key(s): {', '.join(missing)}")
-        return node
-
-    def string(self, parent: CommentedMap, key: str, what: str) -> str:
-        value = parent[key]
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise self._type(parent, key, what, "a string")
-        if isinstance(value, float):
-            # YAML reads 10.0 as a float; versions must be quoted to keep "10.0" != "10".
-            raise self._type(parent, key, what, "a quoted string (write '10.0', not 10.0)")
-        return str(value)
-
-    def opt_string(self, parent: CommentedMap, key: str, what: str) -> str | None:
-        return self.string(parent, key, what) if parent.get(key) is not None else None
-
-    def boolean(self, parent: CommentedMap, key: str, what: str) -> bool:
-        value = parent[key]
-        if not isinstance(value, bool):
-            raise self._type(parent, key, what, "true or false")
-        return value
-
-    def integer(self, parent: CommentedMap, key: str, what: str) -> int:
-        value = parent[key]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self._type(parent, key, what, "an integer")
-        return value
-
-    def strings(self, parent: CommentedMap, key: str, what: str) -> tuple[str, ...]:
-        value = parent[key]
-        if not isinstance(value, CommentedSeq) or not all(
-            isinstance(v, str) and not isinstance(v, bool) for v in value
-        ):
-            raise self._type(parent, key, what, "a list of quoted strings")
-        return tuple(str(v) for v in value)
-
-    def sequence(self, parent: CommentedMap, key: str, what: str) -> CommentedSeq:
-        value = parent[key]
-        if not isinstance(value, CommentedSeq):
-            raise self._type(parent, key, what, "a list")
-        return value
-
-    def _type(self, parent: CommentedMap, key: str, what: str, expected: str) -> CatalogError:
-        line = parent.lc.key(key)[0] + 1
-        got = type(parent[key]).__name__
-        return CatalogError(
-            f"{self.path}:{line}: '{key}' in {what} must be {expected}, got {got}",
-            "fix the catalog data file",
-        )
-
-
-def _line_of(node: Any) -> int | None:
-    lc = getattr(node, "lc", None)
-    return lc.line + 1 if lc is not None and lc.line is not None else None
-
-
-def _load_yaml(name: str, text: str) -> Any:
-    try:
-        return YAML(typ="rt").load(text)
-    except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{name}:{mark.line + 1}" if mark is not None else name
-        raise CatalogError(f"{where}: not valid YAML: {exc}", "fix the catalog data file") from None
-
-
 _SPEC = re.compile(
     r"^(?:(?P<channel>[\w./-]+)::)?(?P<name>[\w.-]+)=(?P<version>[^=\s]+)(?:=(?P<build>[^=\s]+))?$"
 )
@@ -353,13 +254,13 @@ class _Loader:
         combos = self._load_combos(toolkits, targets)
         return Catalog(combos=combos, sources=self.sources, toolkits=toolkits, targets=targets)
 
-    def _doc(self, name: str, top: str) -> tuple[_Reader, CommentedMap]:
+    def _doc(self, name: str, top: str) -> tuple[YamlReader, CommentedMap]:
         label = f"{self.directory}/{name}"
-        reader = _Reader(label)
-        doc = reader.mapping(_load_yaml(label, self.texts[name]), f"{name} (top level)", {top})
+        reader = YamlReader(label)
+        doc = reader.mapping(load_yaml(label, self.texts[name]), f"{name} (top level)", {top})
         return reader, reader.mapping(doc[top], top, set(), set(doc[top] or {}))
 
-    def _source_ids(self, r: _Reader, parent: CommentedMap, what: str) -> tuple[str, ...]:
+    def _source_ids(self, r: YamlReader, parent: CommentedMap, what: str) -> tuple[str, ...]:
         ids = r.strings(parent, "sources", what)
         if not ids:
             raise r.fail(parent, f"{what} has no source; every fact needs one")
@@ -434,7 +335,7 @@ class _Loader:
             )
         return out
 
-    def _fact(self, r: _Reader, parent: CommentedMap, key: str, what: str) -> Fact[str]:
+    def _fact(self, r: YamlReader, parent: CommentedMap, key: str, what: str) -> Fact[str]:
         m = r.mapping(parent[key], f"{what} {key}", {"value", "sources", "confirmed"}, {"note"})
         return Fact(
             value=r.string(m, "value", f"{what} {key}"),
@@ -443,7 +344,7 @@ class _Loader:
             note=r.opt_string(m, "note", f"{what} {key}"),
         )
 
-    def _conda_pins(self, r: _Reader, seq: CommentedSeq, what: str) -> tuple[CondaPin, ...]:
+    def _conda_pins(self, r: YamlReader, seq: CommentedSeq, what: str) -> tuple[CondaPin, ...]:
         pins = []
         for node in seq:
             m = r.mapping(node, f"pin in {what}", {"spec", "sources", "confirmed"}, {"note"})
@@ -471,7 +372,7 @@ class _Loader:
             pins.append(pin)
         return tuple(pins)
 
-    def _pip_pins(self, r: _Reader, seq: CommentedSeq, what: str) -> tuple[PipPin, ...]:
+    def _pip_pins(self, r: YamlReader, seq: CommentedSeq, what: str) -> tuple[PipPin, ...]:
         pins = []
         for node in seq:
             m = r.mapping(node, f"pip pin in {what}", {"spec", "sources", "confirmed"}, {"note"})
@@ -488,7 +389,7 @@ class _Loader:
 
     def _route(
         self,
-        r: _Reader,
+        r: YamlReader,
         node: Any,
         name: str,
         platform: Platform,

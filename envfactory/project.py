@@ -27,9 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import YAMLError
 
 from envfactory.catalog import (
     PLATFORMS,
@@ -37,13 +35,13 @@ from envfactory.catalog import (
     Catalog,
     Combo,
     Platform,
-    _Reader,
     load_catalog,
 )
 from envfactory.channels import ChannelMap
 from envfactory.errors import CatalogError, UserInputError, did_you_mean
 from envfactory.lock import LockRequest, SolverKind
 from envfactory.render import Additions, resolve_python
+from envfactory.yamlio import YamlReader, line_of, load_yaml
 
 PROJECT_FILE = "envfactory.yaml"
 LOCKS_DIR = "locks"
@@ -167,30 +165,15 @@ def load_project(path: Path, catalog: Catalog | None = None) -> Project:
         raise ProjectError(exc.message, exc.hint) from None
 
 
-class _ManifestReader(_Reader):
-    """The catalog's validating reader (line numbers from ruamel's round-trip nodes), with
-    hints that point at the project file instead of the catalog."""
+class _ManifestReader(YamlReader):
+    """The catalog's validating reader, with hints that point at the project file's schema."""
 
-    def fail(self, node: Any, message: str, hint: str | None = None) -> CatalogError:
-        line = _line(node)
-        where = f"{self.path}:{line}" if line else self.path
-        return CatalogError(f"{where}: {message}", hint or SCHEMA_HINT)
+    def __init__(self, path: str) -> None:
+        super().__init__(path, SCHEMA_HINT)
 
     def at(self, line: int | None, message: str, hint: str | None = None) -> ProjectError:
         where = f"{self.path}:{line}" if line else self.path
         return ProjectError(f"{where}: {message}", hint or SCHEMA_HINT)
-
-    def _type(self, parent: CommentedMap, key: str, what: str, expected: str) -> CatalogError:
-        line = parent.lc.key(key)[0] + 1
-        got = type(parent[key]).__name__
-        return CatalogError(
-            f"{self.path}:{line}: '{key}' in {what} must be {expected}, got {got}", SCHEMA_HINT
-        )
-
-
-def _line(node: Any) -> int | None:
-    lc = getattr(node, "lc", None)
-    return lc.line + 1 if lc is not None and lc.line is not None else None
 
 
 def _key_line(parent: CommentedMap, key: str) -> int:
@@ -211,12 +194,7 @@ class _ProjectLoader:
         self.r = _ManifestReader(str(path))
 
     def load(self, text: str) -> Project:
-        try:
-            doc = YAML(typ="rt").load(text)
-        except YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = mark.line + 1 if mark is not None else None
-            raise self.r.at(line, f"not valid YAML: {exc}") from None
+        doc = load_yaml(str(self.path), text, SCHEMA_HINT)
         if doc is None:
             raise self.r.at(None, "the file is empty; it needs an 'environments:' mapping")
         top = self.r.mapping(doc, "the project file (top level)", {"environments"})
@@ -251,7 +229,7 @@ class _ProjectLoader:
         try:
             chosen_python = resolve_python(combo, platforms, python)
         except UserInputError as exc:
-            line = _key_line(m, "python") if "python" in m else _line(m)
+            line = _key_line(m, "python") if "python" in m else line_of(m)
             raise r.at(line, f"{what}: {exc.message}", exc.hint) from None
 
         channels = r.strings(m, "channels", what) if "channels" in m else ()
