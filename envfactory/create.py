@@ -18,7 +18,6 @@ holds the locked wheels by file name. The hashes checked are always the lock's.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import shutil
 import sys
@@ -26,9 +25,9 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 from urllib.parse import unquote, urlparse
 
+from envfactory.activation import install_activation
 from envfactory.catalog import PLATFORMS, Platform, load_catalog
 from envfactory.channels import ChannelMap
 from envfactory.errors import ToolError, UserInputError
@@ -296,15 +295,8 @@ def _virtual(text: str) -> dict[str, str]:
 def _activation(
     combo_name: str | None, staging: Path, platform: Platform
 ) -> tuple[list[Path], str | None]:
-    """The combo's activation scripts, from ``envfactory.activation`` when it is present."""
+    """The combo's activation scripts, installed into the staging prefix."""
     if not combo_name:
         return [], "the lock names no envfactory combo; no activation scripts installed"
-    try:
-        module = importlib.import_module("envfactory.activation")
-    except ModuleNotFoundError:
-        # TODO(activation): envfactory.activation.install_activation is written by another
-        # engineer; until it lands, create installs no activation scripts and says so.
-        return [], "activation scripts not installed: envfactory.activation is not available"
-    install = cast("Callable[[Path, object, Platform], list[Path]]", module.install_activation)
     combo = load_catalog().combo(combo_name)
-    return list(install(staging, combo, platform)), None
+    return install_activation(staging, combo, platform), None
