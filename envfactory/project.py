@@ -55,7 +55,7 @@ _RESERVED_VARIABLE = re.compile(
 )
 # pip distributions that are TensorFlow itself: adding one would replace the combo's.
 _TENSORFLOW_WHEELS = re.compile(r"^(tensorflow|tf-nightly|intel-tensorflow)([-_].*)?$")
-SCHEMA_HINT = "see docs/project.md for the envfactory.yaml schema"
+SCHEMA_HINT = "see the envfactory.yaml schema in envfactory's README, section Projects"
 
 
 class ProjectError(UserInputError):
