@@ -303,6 +303,13 @@ def _tf_distance(a: Combo, b: Combo) -> int:
     return abs((am * 100 + an) - (bm * 100 + bn))
 
 
+def unconfirmed_facts(combo: Combo, platform: Platform) -> int:
+    """How many of the facts a platform's install rests on are unconfirmed: pins, and the GPU
+    code list. Used to rank otherwise equal choices: a confirmed combo is the safer advice."""
+    route = combo.route(platform)
+    return sum(not pin.confirmed for pin in route.all_pins()) + (not route.targets.confirmed)
+
+
 def runnable_combos(
     catalog: Catalog,
     gpus: Sequence[GpuSpec],
@@ -323,6 +330,7 @@ def runnable_combos(
     out.sort(
         key=lambda c: (
             VERDICTS.index(c.assessment.verdict),
+            unconfirmed_facts(c.combo, platform),
             tuple(-x for x in c.combo.tf_series),
             c.combo.name,
         )
@@ -333,8 +341,9 @@ def runnable_combos(
 def _nearest_runnable(
     catalog: Catalog, combo: Combo, gpu: GpuSpec, platform: Platform, driver: DriverVersion | None
 ) -> Candidate | None:
-    """The runnable combo closest to ``combo``: native first, then the same TF major, then the
-    nearest TF version (the least migration for the user's code)."""
+    """The runnable combo closest to ``combo``: native first, then the fewest unconfirmed facts,
+    then the same TF major, then the nearest TF version (the least migration for the user's
+    code)."""
     pool = [
         c for c in runnable_combos(catalog, [gpu], platform, driver) if c.combo.name != combo.name
     ]
@@ -344,6 +353,7 @@ def _nearest_runnable(
         pool,
         key=lambda c: (
             VERDICTS.index(c.assessment.verdict),
+            unconfirmed_facts(c.combo, platform),
             c.combo.tf_series[0] != combo.tf_series[0],
             _tf_distance(c.combo, combo),
             tuple(-x for x in c.combo.tf_series),

@@ -161,3 +161,14 @@ def test_cli_json_and_exit_codes() -> None:
     unknown = run("compat", "tf114-cuda100", "--gpu", "RTX 9090")
     assert unknown.returncode == 1
     assert "unknown GPU 'RTX 9090'" in unknown.stderr and "--cc" in unknown.stderr
+
+
+def test_fix_prefers_a_combo_whose_facts_are_confirmed() -> None:
+    from envfactory.compat import unconfirmed_facts
+
+    catalog = load_catalog()
+    r = _check("tf114-cuda100", "8.6")  # an RTX 30xx on CUDA 10.0
+    assert r.verdict == "gpu-too-new" and r.fix is not None and r.fix.combo is not None
+    # several combos run natively on 8.6; some rest on recipe-only build strings
+    assert unconfirmed_facts(catalog.combo("tf28-cuda113"), "linux-64") > 0
+    assert unconfirmed_facts(catalog.combo(r.fix.combo), "linux-64") == 0
