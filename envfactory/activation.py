@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from envfactory import __version__
+from envfactory import __version__, shellquote
 from envfactory.catalog import Combo, Platform, os_of
 from envfactory.fsio import RenderedFile, atomic_write_many
 from envfactory.templating import render_template, templates_dir
@@ -66,8 +66,9 @@ SHELLS_BY_OS: dict[str, tuple[Shell, ...]] = {
     # conda runs .sh for bash/zsh/dash, .csh for csh/tcsh, .fish, .xsh for xonsh (rattler);
     # .bat for cmd, .ps1 for PowerShell. A Linux plan in a .bat would only be dead code.
     "linux": ("sh", "csh", "fish", "xsh"),
-    # Windows: the .bat (cmd) and .ps1 scripts are not written yet; until they are, only the
-    # xonsh script is generated. TODO(activation): bat + ps1 from the same plan.
+    # Windows: the cmd script (templates/activation/script.bat.j2) is written but not generated
+    # yet: under wine's cmd it works on plain PATHs but CALL SET drops carets, so it is not yet
+    # shown to carry hostile values (docs/activation.md). TODO(activation): .bat and .ps1.
     "windows": ("xsh",),
 }
 # State variables of one activation level: _ENVFACTORY_<CONDA_SHLVL>_...
@@ -191,6 +192,89 @@ def awk_relpath(combo: str) -> str:
     return f"etc/conda/envfactory/envfactory-{combo}.awk"
 
 
+# cmd reads a line of at most 8191 characters after expansion. The longest lines of the .bat
+# hold PATH once plus about 80 characters, and the new PATH holds CONDA_PREFIX once more.
+BAT_MAX_PATH = 7600
+BAT_MAX_PREFIX = 260
+# The .bat script's helper variables (it cannot use SETLOCAL: its edits must reach the caller).
+_BAT_HELPERS = "A0 A1 A2 A3 ANC AT B CNT CUR E F FAIL HOLD I ISNEW K K0 KEPT L LEFT M MID N NA"
+_BAT_HELPERS += " NAME NEW NEWV NK NM NR NS O OCC OLD OS PEND R R2 REST RI S SAVE SEEN T TGT TOTAL"
+_BAT_HELPERS += " TOUCHED TS U0 U1 U2 U3 V VAL VARS X Y Z"
+BAT_TEMPORARIES = tuple("_EFY_" + name for name in _BAT_HELPERS.split(" "))
+
+
+@dataclass(frozen=True)
+class CmdPattern:
+    """A foreign-entry glob cut into what cmd's substring and ``*x=`` search can test."""
+
+    text: str
+    exact: bool
+    head: str
+    tail: str
+    middle: tuple[str, ...]
+
+    @property
+    def min_len(self) -> int:
+        return len(self.head) + len(self.tail)
+
+
+def _cmd_literal_piece(text: str) -> str:
+    # these pieces sit inside %VAR:*piece=% and "..." in the .bat: no = % " ! or line breaks
+    if any(c in text for c in '=%"!\r\n') or not text.isprintable():
+        raise ValueError(f"pattern piece {text!r} cannot be searched for by cmd")
+    return text
+
+
+def cmd_patterns(plan: ActivationPlan) -> list[CmdPattern]:
+    out = []
+    for pattern in plan.foreign_patterns:
+        parts = pattern.split("*")
+        if len(parts) == 1:
+            out.append(CmdPattern(pattern, True, _cmd_literal_piece(pattern), "", ()))
+            continue
+        middle = tuple(_cmd_literal_piece(p) for p in parts[1:-1] if p)
+        head, tail = _cmd_literal_piece(parts[0]), _cmd_literal_piece(parts[-1])
+        out.append(CmdPattern(pattern, False, head, tail, middle))
+    return out
+
+
+def _bat_context(plan: ActivationPlan) -> dict[str, Any]:
+    def cmd_value(value: PlanValue) -> str | None:
+        text = shellquote.cmd(value.text)
+        if not value.in_prefix:
+            return text
+        return "%CONDA_PREFIX%" + (plan.dirsep + text if text else "")
+
+    steps: list[tuple[str, dict[str, Any]]] = []
+    for name, value in plan.set_vars:
+        steps.append((name, {"name": name, "prefix": None, "value": cmd_value(value)}))
+    for name in plan.unset_vars:
+        steps.append((name, {"name": name, "prefix": None, "value": None}))
+    if len(plan.unset_prefixes) > 1:
+        raise ValueError("the .bat template handles one unset prefix")
+    for prefix in plan.unset_prefixes:
+        if any(n.startswith(prefix) for n, _ in steps):
+            raise ValueError(f"{prefix}* overlaps a variable the plan sets or unsets")
+        steps.append((prefix, {"name": None, "prefix": prefix, "value": None}))
+    fixed = [name for name, step in steps if step["prefix"] is None]
+    return {
+        "max_path": BAT_MAX_PATH,
+        "max_prefix": BAT_MAX_PREFIX,
+        "patterns": cmd_patterns(plan),
+        "suffix_len": len(plan.env_lib_suffix),
+        "scalars": [step for _, step in sorted(steps, key=lambda s: s[0])],
+        "checked": [
+            "PATH",
+            "CONDA_PREFIX",
+            "CONDA_SHLVL",
+            *(e.variable for e in plan.lists[1:]),
+            *fixed,
+        ],
+        "scan_prefixes": list(plan.unset_prefixes),
+        "temporaries": BAT_TEMPORARIES,
+    }
+
+
 def _context(plan: ActivationPlan, phase: str) -> dict[str, Any]:
     core = (templates_dir() / "activation" / "envfactory_core.py").read_text(encoding="utf-8")
     return {
@@ -203,6 +287,7 @@ def _context(plan: ActivationPlan, phase: str) -> dict[str, Any]:
         "awk_relpath": awk_relpath(plan.combo),
         "core_source": core,
         "state_prefix": STATE_PREFIX,
+        "bat": _bat_context(plan) if os_of(plan.platform) == "windows" else None,
     }
 
 

@@ -1,0 +1,148 @@
+"""Run the .bat activation scripts under wine's cmd, many sessions per wine process.
+
+A *session* is the same list of steps as in ``harness`` (source a script, set or unset a
+variable, snap the environment), run between SETLOCAL and ENDLOCAL of one driver .bat so that
+the next session starts clean. Wine replaces PATH with its own, so the driver sets every
+variable itself. Values come in through environment variables named ``EFYIN_<n>`` (wine
+passes those on untouched, non-ASCII included) and are read with ``%EFYIN_<n>%``, except
+values with a per cent sign: wine's cmd expands those a second time, so they come through
+``for /f`` over ``set`` instead (which loses non-ASCII characters; the tests do not mix the
+two). A snap is ``cmd /u /c set``: UTF-16, so values come back byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shells.harness import SetVar, Snap, Source, Step, UnsetVar, require
+
+WINE_ENV = {"WINEDEBUG": "-all", "WINEDLLOVERRIDES": "mscoree,mshtml="}
+CMD = r"C:\windows\system32\cmd.exe"
+
+
+def win_path(path: Path | str) -> str:
+    """The path wine's Z: drive gives a Unix path."""
+    return "Z:" + str(path).replace("/", "\\")
+
+
+def unix_path(path: str) -> str | None:
+    if path[:2].upper() != "Z:":
+        return None
+    return path[2:].replace("\\", "/") or "/"
+
+
+@dataclass
+class WinePrefix:
+    prefix: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def start(self) -> None:
+        require("wine")
+        self.env = {
+            "WINEPREFIX": str(self.prefix),
+            "HOME": os.environ.get("HOME", "/root"),
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LANG": "C.UTF-8",
+            **WINE_ENV,
+        }
+        proc = subprocess.run(
+            ["wine", "cmd", "/c", "echo", "ready"],
+            env=self.env,
+            capture_output=True,
+            timeout=300,
+            check=False,
+        )
+        if b"ready" not in proc.stdout:
+            raise AssertionError(f"wine did not start: {proc.stderr.decode(errors='replace')}")
+
+    def stop(self) -> None:
+        subprocess.run(["wineserver", "-k"], env=self.env, capture_output=True, check=False)
+
+
+# The variables every session starts without: wine's own PATH, and anything a test may set
+# (the wine process itself gets none of them; ENDLOCAL drops what a session left behind).
+CLEARED = ("PATH", "CONDA_PREFIX", "CONDA_SHLVL", "CUDA_PATH", "TF_CPP_MIN_LOG_LEVEL")
+
+
+@dataclass(frozen=True)
+class SessionResult:
+    snaps: list[dict[str, str]]
+    codes: list[int]  # errorlevel after each Source step
+
+
+def run_cmd_sessions(
+    prefix: WinePrefix,
+    sessions: Sequence[tuple[Sequence[Step], Mapping[str, str]]],
+    workdir: Path,
+) -> tuple[list[SessionResult], str]:
+    """Run every (steps, start environment) session in one wine process; also return stderr."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    inputs: dict[str, str] = {}
+    lines = ["@setlocal DisableDelayedExpansion"]
+    layout: list[tuple[list[Path], list[Path]]] = []
+
+    def assign(name: str, value: str) -> str:
+        key = f"EFYIN_{len(inputs)}"
+        inputs[key] = value
+        if "%" in value:  # wine would expand it a second time
+            raise ValueError(f"the wine driver cannot pass a % sign: {value!r}")
+        return f'@set "{name}=%{key}%"'
+
+    for n, (steps, start) in enumerate(sessions):
+        snaps: list[Path] = []
+        codes: list[Path] = []
+        lines.append("@setlocal")
+        lines += [f'@set "{name}="' for name in CLEARED]
+        lines += [assign(name, value) for name, value in start.items()]
+        for step in steps:
+            if isinstance(step, Source):
+                code = workdir / f"s{n}-rc{len(codes)}.txt"
+                codes.append(code)
+                lines.append(f'@call "{win_path(step.script)}"')
+                lines.append(f'@>"{win_path(code)}" echo %errorlevel%')
+            elif isinstance(step, SetVar):
+                lines.append(assign(step.name, step.value))
+            elif isinstance(step, UnsetVar):
+                lines.append(f'@set "{step.name}="')
+            elif isinstance(step, Snap):
+                snap = workdir / f"s{n}-snap{len(snaps)}.txt"
+                snaps.append(snap)
+                lines.append(f'@{CMD} /u /c set > "{win_path(snap)}"')
+            lines.append("@endlocal")
+        layout.append((snaps, codes))
+    driver = workdir / "driver.bat"
+    driver.write_text("\r\n".join(lines) + "\r\n", encoding="utf-8")
+    proc = subprocess.run(
+        ["wine", "cmd", "/c", win_path(driver)],
+        env={**prefix.env, **inputs},
+        capture_output=True,
+        timeout=600,
+        check=False,
+        cwd=workdir,
+    )
+    stderr = proc.stderr.decode("utf-8", "replace").replace("\r", "")
+    results = []
+    for snaps, codes in layout:
+        missing = [p for p in (*snaps, *codes) if not p.exists()]
+        if missing:
+            raise AssertionError(f"wine cmd did not get to {missing[0].name}:\n{stderr}")
+        results.append(
+            SessionResult(
+                [parse_set(p.read_bytes()) for p in snaps],
+                [int(p.read_text(encoding="ascii").strip()) for p in codes],
+            )
+        )
+    return results, stderr
+
+
+def parse_set(data: bytes) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in data.decode("utf-16-le").replace("\r", "").split("\n"):
+        if line and not line.startswith("="):  # "=C:=C:\..." are cmd's drive directories
+            name, _, value = line.partition("=")
+            out[name] = value
+    return out
