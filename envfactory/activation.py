@@ -68,8 +68,9 @@ SHELLS_BY_OS: dict[str, tuple[Shell, ...]] = {
     "linux": ("sh", "csh", "fish", "xsh"),
     # Windows: the cmd script (templates/activation/script.bat.j2) is written but not generated
     # yet: under wine's cmd it works on plain PATHs but CALL SET drops carets, so it is not yet
-    # shown to carry hostile values (docs/activation.md). TODO(activation): .bat and .ps1.
-    "windows": ("xsh",),
+    # shown to carry hostile values (docs/activation.md). TODO(activation): .bat.
+    # The .ps1 is syntax-checked (tree-sitter-powershell) but never run here: no pwsh.
+    "windows": ("xsh", "ps1"),
 }
 # State variables of one activation level: _ENVFACTORY_<CONDA_SHLVL>_...
 STATE_PREFIX = "_ENVFACTORY_"
@@ -275,7 +276,7 @@ def _bat_context(plan: ActivationPlan) -> dict[str, Any]:
     }
 
 
-def _context(plan: ActivationPlan, phase: str) -> dict[str, Any]:
+def _context(plan: ActivationPlan, phase: str, shell: str) -> dict[str, Any]:
     core = (templates_dir() / "activation" / "envfactory_core.py").read_text(encoding="utf-8")
     return {
         "version": __version__,
@@ -287,8 +288,24 @@ def _context(plan: ActivationPlan, phase: str) -> dict[str, Any]:
         "awk_relpath": awk_relpath(plan.combo),
         "core_source": core,
         "state_prefix": STATE_PREFIX,
-        "bat": _bat_context(plan) if os_of(plan.platform) == "windows" else None,
+        # only the .bat needs cmd's restrictions (no double quote); they must not stop the rest
+        "bat": _bat_context(plan) if shell == "bat" else None,
     }
+
+
+def render_script(
+    plan: ActivationPlan,
+    shell: Shell,
+    phase: Literal["activate", "deactivate"],
+    templates: Path | None = None,
+) -> RenderedFile:
+    """One script of ``plan``; ``templates``: a folder with ``script.<shell>.j2`` to use instead
+    of the shipped ``templates/activation``."""
+    name = f"activation/script.{shell}.j2"
+    if templates is not None:
+        name = f"script.{shell}.j2"
+    content = render_template(name, _context(plan, phase, shell), templates)
+    return RenderedFile(script_relpath(plan.combo, phase, shell), content)
 
 
 def activation_scripts(combo: Combo, platform: Platform) -> list[RenderedFile]:
@@ -299,11 +316,10 @@ def activation_scripts(combo: Combo, platform: Platform) -> list[RenderedFile]:
     plan = plan_for(combo, platform)
     files: list[RenderedFile] = []
     for shell in plan.shells:
-        for phase in ("activate", "deactivate"):
-            content = render_template(f"activation/script.{shell}.j2", _context(plan, phase))
-            files.append(RenderedFile(script_relpath(plan.combo, phase, shell), content))
+        files.append(render_script(plan, shell, "activate"))
+        files.append(render_script(plan, shell, "deactivate"))
     if os_of(platform) == "linux":
-        content = render_template("activation/envfactory.awk.j2", _context(plan, "both"))
+        content = render_template("activation/envfactory.awk.j2", _context(plan, "both", "awk"))
         files.append(RenderedFile(awk_relpath(plan.combo), content))
     return sorted(files, key=lambda f: f.relpath)
 
