@@ -145,17 +145,24 @@ def test_tf1_and_tf2_side_by_side(shell: str, envs: dict[str, Env], tmp_path: Pa
     steps += [*conda.activate(tf2.prefix, tf2.script("activate", shell)), Snap()]
     steps += [
         *conda.switch(
-            tf2.prefix, tf2.script("deactivate", shell), tf1.prefix, tf1.script("activate", shell)
+            tf2.prefix,
+            tf2.script("deactivate", shell),
+            tf1.prefix,
+            tf1.script("activate", shell),
+            between=[Snap()],
         ),
         Snap(),
     ]
     steps += [*conda.deactivate(tf1.prefix, tf1.script("deactivate", shell)), Snap()]
-    start, on_tf1, off, on_tf2, switched, end = run_session(
+    start, on_tf1, off, on_tf2, mid_switch, switched, end = run_session(
         shell, steps, shell_env() | START, tmp_path / "session"
     )
     assert start["PATH"] == START["PATH"] and "TF_CPP_MIN_LOG_LEVEL" not in start
     check_active("activate TF1", on_tf1, start, tf1, tf2)
     assert off == start, "after deactivate TF1: not the starting environment"
     check_active("activate TF2", on_tf2, start, tf2, tf1)
+    # conda's switch order: TF2's deactivate.d has run, PATH still holds TF2's block
+    conda_only = {"PATH": f"{tf2.prefix}/bin:{START['PATH']}", "CONDA_PREFIX": str(tf2.prefix)}
+    assert mid_switch == start | conda_only | {"CONDA_SHLVL": "1"}, "TF2's deactivate.d on a switch"
     check_active("switch TF2 -> TF1", switched, start, tf1, tf2)
     assert end == start, "after the last deactivate: not the starting environment"

@@ -12,6 +12,7 @@ output each shell assigns in its own syntax, so one shell process can run a whol
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from envfactory import shellquote
@@ -91,10 +92,14 @@ class CondaSim:
             SetVar("CONDA_SHLVL", "0"),
         ]
 
-    def switch(self, old: Path, old_script: Path, new: Path, new_script: Path) -> list[Step]:
-        """``conda activate new`` while ``old`` is active: deactivate.d first, then PATH."""
+    def switch(
+        self, old: Path, old_script: Path, new: Path, new_script: Path, between: Sequence[Step] = ()
+    ) -> list[Step]:
+        """``conda activate new`` while ``old`` is active: deactivate.d first, then PATH;
+        ``between`` runs right after old's deactivate.d."""
         return [
             Source(old_script),
+            *between,
             self._path_edit("replace", f"{old}/bin", f"{new}/bin"),
             SetVar("CONDA_PREFIX", str(new)),
             SetVar("CONDA_SHLVL", "1"),
