@@ -69,7 +69,8 @@ SHELLS_BY_OS: dict[str, tuple[Shell, ...]] = {
     # Windows: the cmd script (templates/activation/script.bat.j2) is written but not generated
     # yet: under wine's cmd it works on plain PATHs but CALL SET drops carets, so it is not yet
     # shown to carry hostile values (docs/activation.md). TODO(activation): .bat.
-    # The .ps1 is syntax-checked (tree-sitter-powershell) but never run here: no pwsh.
+    # The .ps1 is syntax-checked (tree-sitter-powershell) and its logic run in a model of
+    # PowerShell (tests/test_activation_ps1.py), never in pwsh: none is installable here.
     "windows": ("xsh", "ps1"),
 }
 # State variables of one activation level: _ENVFACTORY_<CONDA_SHLVL>_...

@@ -1,7 +1,10 @@
 """The PowerShell activation scripts (win-64). There is no pwsh here (research/feasibility.md),
-so they are checked, not run: tree-sitter-powershell parses every generated .ps1, and every
-piece of the plan and of the reference's state vocabulary (envfactory_core.py) must appear in
-it as a PowerShell literal. The checks are shown to fail on broken templates."""
+so they are checked three ways: tree-sitter-powershell parses every generated .ps1; every piece
+of the plan and of the reference's state vocabulary (envfactory_core.py) must appear in it as a
+PowerShell literal; and a small evaluator of the PowerShell subset the template uses (a model
+of PowerShell written here, not PowerShell) runs the scripts' logic against the reference in
+sessions of activate, reactivate, stack and deactivate. Each check is shown to fail on a broken
+template."""
 
 from __future__ import annotations
 
