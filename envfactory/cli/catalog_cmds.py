@@ -161,11 +161,13 @@ def render(
         "file(s) to stdout.",
     ),
 ) -> int:
-    """Render a combo into conda environment files and a virtual-package file.
+    """Render a combo into conda environment files, a virtual-package file and activation scripts.
 
     Writes OUT/COMBO/environment.yml, or environment.<platform>.yml when the platforms' pins
-    differ (each usable as it is with 'conda env create -f' on that platform), and
-    virtual-packages.yml for 'conda-lock --virtual-package-spec'. Same input, same bytes.
+    differ (each usable as it is with 'conda env create -f' on that platform),
+    virtual-packages.yml for 'conda-lock --virtual-package-spec', and
+    activation/<platform>/etc/conda/... (copy etc/ into an environment made with plain conda or
+    micromamba). Same input, same bytes.
     """
     catalog = load_catalog()
     selected = [parse_platform(p) for p in platform]
