@@ -6,7 +6,8 @@ record what they changed so the matching deactivate script can undo exactly that
 
 The algorithm (written once in Python in ``templates/activation/envfactory_core.py``, which the
 xonsh scripts include verbatim and the tests run as the reference; the awk program behind the
-sh/csh/fish scripts, the cmd and the PowerShell scripts follow it step by step)::
+sh/csh/fish scripts, the JScript program behind the cmd scripts and the PowerShell scripts
+follow it step by step)::
 
     level = CONDA_SHLVL if it is a number else "0"       # one state slot per stacking level
     key   = "_ENVFACTORY_<level>_"
@@ -55,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from envfactory import __version__, shellquote
+from envfactory import __version__
 from envfactory.catalog import Combo, Platform, os_of
 from envfactory.fsio import RenderedFile, atomic_write_many
 from envfactory.templating import render_template, templates_dir
@@ -66,12 +67,11 @@ SHELLS_BY_OS: dict[str, tuple[Shell, ...]] = {
     # conda runs .sh for bash/zsh/dash, .csh for csh/tcsh, .fish, .xsh for xonsh (rattler);
     # .bat for cmd, .ps1 for PowerShell. A Linux plan in a .bat would only be dead code.
     "linux": ("sh", "csh", "fish", "xsh"),
-    # Windows: the cmd script (templates/activation/script.bat.j2) is written but not generated
-    # yet: under wine's cmd it works on plain PATHs but CALL SET drops carets, so it is not yet
-    # shown to carry hostile values (docs/activation.md). TODO(activation): .bat.
+    # Windows: the .bat runs etc/conda/envfactory/envfactory-<combo>.js with cscript, which
+    # computes the change and writes it as `set` lines (tests/test_activation_bat.py, in wine).
     # The .ps1 is syntax-checked (tree-sitter-powershell) and its logic run in a model of
     # PowerShell (tests/test_activation_ps1.py), never in pwsh: none is installable here.
-    "windows": ("xsh", "ps1"),
+    "windows": ("xsh", "bat", "ps1"),
 }
 # State variables of one activation level: _ENVFACTORY_<CONDA_SHLVL>_...
 STATE_PREFIX = "_ENVFACTORY_"
@@ -194,87 +194,9 @@ def awk_relpath(combo: str) -> str:
     return f"etc/conda/envfactory/envfactory-{combo}.awk"
 
 
-# cmd reads a line of at most 8191 characters after expansion. The longest lines of the .bat
-# hold PATH once plus about 80 characters, and the new PATH holds CONDA_PREFIX once more.
-BAT_MAX_PATH = 7600
-BAT_MAX_PREFIX = 260
-# The .bat script's helper variables (it cannot use SETLOCAL: its edits must reach the caller).
-_BAT_HELPERS = "A0 A1 A2 A3 ANC AT B CNT CUR E F FAIL HOLD I ISNEW K K0 KEPT L LEFT M MID N NA"
-_BAT_HELPERS += " NAME NEW NEWV NK NM NR NS O OCC OLD OS PEND R R2 REST RI S SAVE SEEN T TGT TOTAL"
-_BAT_HELPERS += " TOUCHED TS U0 U1 U2 U3 V VAL VARS X Y Z"
-BAT_TEMPORARIES = tuple("_EFY_" + name for name in _BAT_HELPERS.split(" "))
-
-
-@dataclass(frozen=True)
-class CmdPattern:
-    """A foreign-entry glob cut into what cmd's substring and ``*x=`` search can test."""
-
-    text: str
-    exact: bool
-    head: str
-    tail: str
-    middle: tuple[str, ...]
-
-    @property
-    def min_len(self) -> int:
-        return len(self.head) + len(self.tail)
-
-
-def _cmd_literal_piece(text: str) -> str:
-    # these pieces sit inside %VAR:*piece=% and "..." in the .bat: no = % " ! or line breaks
-    if any(c in text for c in '=%"!\r\n') or not text.isprintable():
-        raise ValueError(f"pattern piece {text!r} cannot be searched for by cmd")
-    return text
-
-
-def cmd_patterns(plan: ActivationPlan) -> list[CmdPattern]:
-    out = []
-    for pattern in plan.foreign_patterns:
-        parts = pattern.split("*")
-        if len(parts) == 1:
-            out.append(CmdPattern(pattern, True, _cmd_literal_piece(pattern), "", ()))
-            continue
-        middle = tuple(_cmd_literal_piece(p) for p in parts[1:-1] if p)
-        head, tail = _cmd_literal_piece(parts[0]), _cmd_literal_piece(parts[-1])
-        out.append(CmdPattern(pattern, False, head, tail, middle))
-    return out
-
-
-def _bat_context(plan: ActivationPlan) -> dict[str, Any]:
-    def cmd_value(value: PlanValue) -> str | None:
-        text = shellquote.cmd(value.text)
-        if not value.in_prefix:
-            return text
-        return "%CONDA_PREFIX%" + (plan.dirsep + text if text else "")
-
-    steps: list[tuple[str, dict[str, Any]]] = []
-    for name, value in plan.set_vars:
-        steps.append((name, {"name": name, "prefix": None, "value": cmd_value(value)}))
-    for name in plan.unset_vars:
-        steps.append((name, {"name": name, "prefix": None, "value": None}))
-    if len(plan.unset_prefixes) > 1:
-        raise ValueError("the .bat template handles one unset prefix")
-    for prefix in plan.unset_prefixes:
-        if any(n.startswith(prefix) for n, _ in steps):
-            raise ValueError(f"{prefix}* overlaps a variable the plan sets or unsets")
-        steps.append((prefix, {"name": None, "prefix": prefix, "value": None}))
-    fixed = [name for name, step in steps if step["prefix"] is None]
-    return {
-        "max_path": BAT_MAX_PATH,
-        "max_prefix": BAT_MAX_PREFIX,
-        "patterns": cmd_patterns(plan),
-        "suffix_len": len(plan.env_lib_suffix),
-        "scalars": [step for _, step in sorted(steps, key=lambda s: s[0])],
-        "checked": [
-            "PATH",
-            "CONDA_PREFIX",
-            "CONDA_SHLVL",
-            *(e.variable for e in plan.lists[1:]),
-            *fixed,
-        ],
-        "scan_prefixes": list(plan.unset_prefixes),
-        "temporaries": BAT_TEMPORARIES,
-    }
+def js_relpath(combo: str) -> str:
+    """The program the .bat scripts run with Windows Script Host (conda ignores this folder)."""
+    return f"etc/conda/envfactory/envfactory-{combo}.js"
 
 
 def _context(plan: ActivationPlan, phase: str, shell: str) -> dict[str, Any]:
@@ -289,8 +211,6 @@ def _context(plan: ActivationPlan, phase: str, shell: str) -> dict[str, Any]:
         "awk_relpath": awk_relpath(plan.combo),
         "core_source": core,
         "state_prefix": STATE_PREFIX,
-        # only the .bat needs cmd's restrictions (no double quote); they must not stop the rest
-        "bat": _bat_context(plan) if shell == "bat" else None,
     }
 
 
@@ -306,6 +226,8 @@ def render_script(
     if templates is not None:
         name = f"script.{shell}.j2"
     content = render_template(name, _context(plan, phase, shell), templates)
+    if shell == "bat":  # cmd mis-finds labels in batch files with bare LF line ends
+        content = content.replace("\n", "\r\n")
     return RenderedFile(script_relpath(plan.combo, phase, shell), content)
 
 
@@ -322,6 +244,9 @@ def activation_scripts(combo: Combo, platform: Platform) -> list[RenderedFile]:
     if os_of(platform) == "linux":
         content = render_template("activation/envfactory.awk.j2", _context(plan, "both", "awk"))
         files.append(RenderedFile(awk_relpath(plan.combo), content))
+    if "bat" in plan.shells:
+        content = render_template("activation/envfactory.js.j2", _context(plan, "both", "js"))
+        files.append(RenderedFile(js_relpath(plan.combo), content))
     return sorted(files, key=lambda f: f.relpath)
 
 

@@ -4,6 +4,8 @@ shell reads back as exactly ``text``. Templates never hand-quote; they use these
 
 from __future__ import annotations
 
+import json
+
 from envfactory.errors import EnvfactoryError
 
 
@@ -51,6 +53,12 @@ def xonsh(text: object) -> str:
     return repr(text)
 
 
+def jscript(value: object) -> str:
+    """JScript (ES3, Windows Script Host): a JSON literal of plain data, ASCII only (``\\uXXXX``
+    escapes), so the file reads the same whatever code page WSH assumes."""
+    return json.dumps(value, ensure_ascii=True)
+
+
 def awk(text: str) -> str:
     """awk: a double-quoted string literal."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
@@ -65,4 +73,5 @@ FILTERS = {
     "powershell": powershell,
     "xonsh": xonsh,
     "awk": awk,
+    "jscript": jscript,
 }

@@ -5,9 +5,9 @@ variable, snap the environment), run between SETLOCAL and ENDLOCAL of one driver
 the next session starts clean. Wine replaces PATH with its own, so the driver sets every
 variable itself. Values come in through environment variables named ``EFYIN_<n>`` (wine
 passes those on untouched, non-ASCII included) and are read with ``%EFYIN_<n>%``, except
-values with a per cent sign: wine's cmd expands those a second time, so they come through
-``for /f`` over ``set`` instead (which loses non-ASCII characters; the tests do not mix the
-two). A snap is ``cmd /u /c set``: UTF-16, so values come back byte for byte.
+printable ASCII values, which are written into the driver as literals (``%%`` for ``%``):
+wine's cmd expands a ``%`` inside an expanded value a second time. A snap is
+``cmd /u /c set``: UTF-16, so values come back byte for byte.
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ class WinePrefix:
             "LANG": "C.UTF-8",
             **WINE_ENV,
         }
+        # a persistent wineserver: every later wine process starts in about a second
+        subprocess.run(["wineserver", "-p"], env=self.env, capture_output=True, check=False)
         proc = subprocess.run(
             ["wine", "cmd", "/c", "echo", "ready"],
             env=self.env,
@@ -74,30 +76,62 @@ class SessionResult:
     codes: list[int]  # errorlevel after each Source step
 
 
+def bat_literal(value: str) -> str | None:
+    """``value`` inside ``set "NAME=..."`` in a .bat file, or None when cmd cannot read it back
+    exactly from the file (non-ASCII: cmd reads batch files in the OEM code page). ``%``
+    doubles; a ``"`` in the value ends the quoted part, so up to the next one the characters
+    cmd treats specially get a caret (the same rule as the .bat's JScript program)."""
+    out, quoted = [], True
+    for char in value:
+        if not (" " <= char <= "~" or char == "\t"):
+            return None
+        if char == '"':
+            quoted = not quoted
+        if char == "%":
+            char = "%%"
+        elif not quoted and char in "^&|<>()":
+            char = "^" + char
+        out.append(char)
+    return "".join(out)
+
+
 def run_cmd_sessions(
     prefix: WinePrefix,
     sessions: Sequence[tuple[Sequence[Step], Mapping[str, str]]],
     workdir: Path,
+    delayed: Sequence[bool] = (),
 ) -> tuple[list[SessionResult], str]:
-    """Run every (steps, start environment) session in one wine process; also return stderr."""
+    """Run every (steps, start environment) session in one wine process; also return stderr.
+
+    ``delayed[n]``: session n runs its steps with delayed expansion on (set up after the start
+    environment). A value is written into the driver as a literal when it is printable ASCII
+    without ``!`` (delayed sessions) and passed through an ``EFYIN_<n>`` variable otherwise
+    (that way a ``%`` would be expanded a second time: refused).
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     inputs: dict[str, str] = {}
     lines = ["@setlocal DisableDelayedExpansion"]
     layout: list[tuple[list[Path], list[Path]]] = []
 
-    def assign(name: str, value: str) -> str:
+    def assign(name: str, value: str, on: bool) -> str:
+        literal = bat_literal(value)
+        if literal is not None and not (on and "!" in value):
+            return f'@set "{name}={literal}"'
         key = f"EFYIN_{len(inputs)}"
         inputs[key] = value
-        if "%" in value:  # wine would expand it a second time
-            raise ValueError(f"the wine driver cannot pass a % sign: {value!r}")
+        if "%" in value or (on and "!" in value):  # wine would expand it a second time
+            raise ValueError(f"the wine driver cannot pass {value!r}")
         return f'@set "{name}=%{key}%"'
 
     for n, (steps, start) in enumerate(sessions):
+        on = n < len(delayed) and delayed[n]
         snaps: list[Path] = []
         codes: list[Path] = []
         lines.append("@setlocal")
         lines += [f'@set "{name}="' for name in CLEARED]
-        lines += [assign(name, value) for name, value in start.items()]
+        lines += [assign(name, value, False) for name, value in start.items()]
+        if on:
+            lines.append("@setlocal EnableDelayedExpansion")
         for step in steps:
             if isinstance(step, Source):
                 code = workdir / f"s{n}-rc{len(codes)}.txt"
@@ -105,13 +139,15 @@ def run_cmd_sessions(
                 lines.append(f'@call "{win_path(step.script)}"')
                 lines.append(f'@>"{win_path(code)}" echo %errorlevel%')
             elif isinstance(step, SetVar):
-                lines.append(assign(step.name, step.value))
+                lines.append(assign(step.name, step.value, on))
             elif isinstance(step, UnsetVar):
                 lines.append(f'@set "{step.name}="')
             elif isinstance(step, Snap):
                 snap = workdir / f"s{n}-snap{len(snaps)}.txt"
                 snaps.append(snap)
                 lines.append(f'@{CMD} /u /c set > "{win_path(snap)}"')
+        lines.append("@endlocal")
+        if on:
             lines.append("@endlocal")
         layout.append((snaps, codes))
     driver = workdir / "driver.bat"

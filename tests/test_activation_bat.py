@@ -1,0 +1,399 @@
+"""The win-64 .bat scripts under wine's cmd, held to the reference (envfactory_core.py).
+
+Every case is a cmd session (tests/shells/wine.py): the scripts are CALLed as conda calls them,
+conda's own edits between them are simulated on the reference side (the Windows variant of
+tests/shells/conda_sim.py) and replayed as ``set`` steps, and after every script the
+environment is read back with ``cmd /u /c set`` (UTF-16: byte for byte) and compared with what
+the reference core computes. All sessions of the module run in one wine process (a second one
+for the hypothesis test): starting wine costs seconds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from shells.harness import SetVar, Snap, Source, Step, UnsetVar
+from shells.wine import SessionResult, WinePrefix, run_cmd_sessions, unix_path, win_path
+
+from envfactory.activation import install_activation, js_relpath, plan_for, script_relpath
+from envfactory.catalog import load_catalog
+from envfactory.templating import templates_dir
+
+pytestmark = [
+    pytest.mark.wine,
+    pytest.mark.skipif(shutil.which("wine") is None, reason="wine is not installed"),
+]
+
+CORE: dict[str, Any] = {}
+exec((templates_dir() / "activation" / "envfactory_core.py").read_text(encoding="utf-8"), CORE)
+Env = dict[str, str]
+Phase = Literal["activate", "deactivate"]
+COMBOS = {"A": "tf114-cuda100", "B": "tf210-cuda112"}
+CUDA = r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA\v10.0"
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("bat")
+    for env, combo in COMBOS.items():
+        install_activation(base / ("env" + env), load_catalog().combo(combo), "win-64")
+    (base / "other" / "conda-meta").mkdir(parents=True)  # another conda environment
+    return base
+
+
+@pytest.fixture(scope="module")
+def wine(root: Path) -> Iterator[WinePrefix]:
+    prefix = WinePrefix(root / "wineprefix")
+    prefix.start()
+    yield prefix
+    prefix.stop()
+
+
+def is_dir(path: str) -> bool:
+    unix = unix_path(path)
+    return unix is not None and Path(unix).is_dir()
+
+
+def normal(env: Env) -> Env:
+    """cmd has no empty variables: "" is unset."""
+    return {k: v for k, v in env.items() if v != ""}
+
+
+class Session:
+    """Builds one cmd session's steps while computing, with the reference, what each snap
+    must show. ``run`` has the signature of conda_sim's runners."""
+
+    def __init__(self, root: Path, start: Env) -> None:
+        self.root = root
+        self.plans = {
+            win_path(root / ("env" + e)): plan_for(load_catalog().combo(c), "win-64").runtime()
+            for e, c in COMBOS.items()
+        }
+        self.start = normal(start)
+        self.current = dict(self.start)
+        self.steps: list[Step] = [Snap()]
+        self.expected: list[Env | None] = [dict(self.start)]  # None: the snap is not checked
+
+    def to(self, env: Env) -> None:
+        env = normal(env)
+        for name in sorted(set(self.current) | set(env)):
+            if env.get(name) != self.current.get(name):
+                step = SetVar(name, env[name]) if name in env else UnsetVar(name)
+                self.steps.append(step)
+        self.current = env
+
+    def run(self, prefix: str, phase: str, env: Env) -> Env:
+        assert phase in ("activate", "deactivate")
+        self.to(env)
+        plan = self.plans[prefix]
+        script = Path(str(unix_path(prefix))) / script_relpath(
+            plan["combo"], "activate" if phase == "activate" else "deactivate", "bat"
+        )
+        if phase == "activate":
+            changes = CORE["envfactory_activate"](self.current, plan, is_dir)
+        else:
+            changes = CORE["envfactory_deactivate"](self.current, plan)
+        out = dict(self.current)
+        for name, value in changes.items():
+            if value is None:
+                out.pop(name, None)
+            else:
+                out[name] = value
+        self.steps += [Source(script), Snap()]
+        self.current = normal(out)
+        self.expected.append(dict(self.current))
+        return dict(self.current)
+
+    def source(self, env_letter: str, phase: Phase) -> Env:
+        return self.run(win_path(self.root / ("env" + env_letter)), phase, self.current)
+
+    def refused(self, env_letter: str, phase: Phase) -> None:
+        """The script must fail and change nothing."""
+        plan = self.plans[win_path(self.root / ("env" + env_letter))]
+        script = (
+            self.root
+            / ("env" + env_letter)
+            / script_relpath(
+                plan["combo"], "activate" if phase == "activate" else "deactivate", "bat"
+            )
+        )
+        self.steps += [Source(script), Snap()]
+        self.expected.append(dict(self.current))
+
+
+# --- conda on Windows, as tests/shells/conda_sim.py does it on Linux ---------------------------
+
+Runner = Callable[[str, str, Env], Env]
+
+
+def block(prefix: str) -> str:
+    return prefix + r"\Scripts"
+
+
+def entries_of(env: Env) -> list[str]:
+    return env["PATH"].split(";") if env.get("PATH") else []
+
+
+def conda_activate(env: Env, prefix: str, run: Runner, stack: bool = False) -> Env:
+    out = dict(env)
+    current = out.get("CONDA_PREFIX")
+    if current and not stack:
+        out = run(current, "deactivate", out)  # a switch: deactivate.d first, then PATH
+        entries = entries_of(out)
+        at = entries.index(block(current)) if block(current) in entries else 0
+        if block(current) in entries:
+            entries.remove(block(current))
+        entries.insert(at, block(prefix))
+        out["PATH"] = ";".join(entries)
+        out["CONDA_PREFIX"] = prefix
+        return run(prefix, "activate", out)
+    level = int(out.get("CONDA_SHLVL", "0"))
+    if current:
+        out[f"CONDA_PREFIX_{level}"] = current
+    out["CONDA_SHLVL"] = str(level + 1)
+    out["CONDA_PREFIX"] = prefix
+    out["PATH"] = ";".join([block(prefix), *entries_of(out)])
+    return run(prefix, "activate", out)
+
+
+def conda_deactivate(env: Env, run: Runner) -> Env:
+    out = dict(env)
+    prefix = out["CONDA_PREFIX"]
+    entries = entries_of(out)
+    if block(prefix) in entries:
+        entries.remove(block(prefix))
+    out["PATH"] = ";".join(entries)  # conda deactivate: PATH first, then deactivate.d
+    out = run(prefix, "deactivate", out)
+    level = int(out["CONDA_SHLVL"]) - 1
+    out["CONDA_SHLVL"] = str(level)
+    previous = out.pop(f"CONDA_PREFIX_{level}", None)
+    if previous is None:
+        out.pop("CONDA_PREFIX", None)
+    else:
+        out["CONDA_PREFIX"] = previous
+    if level == 0:
+        out.pop("CONDA_SHLVL")
+    return normal(out)
+
+
+# --- the cases --------------------------------------------------------------------------------
+
+
+def hostile_path(root: Path) -> str:
+    return ";".join(
+        [
+            r"C:\windows\system32",
+            CUDA + r"\bin",
+            CUDA + r"\libnvvp",
+            r"c:\TOOLS\cuda\bin" + "\\",
+            win_path(root / "other") + r"\Library\bin",
+            r"C:\Program Files (x86)\Common Files\Intel",
+            r"C:\a&b|c<d>e",
+            r"C:\p%PATH%q%",
+            r"C:\q!PATH!r",
+            r"C:\c^d^^",
+            "",
+            r'"C:\quoted & spaced"',
+            r'C:\odd"quote&(x)',
+            r"C:\windows\system32",
+            "",
+        ]
+    )
+
+
+def relevant(env: Env) -> Env:
+    keep = ("CONDA_", "CUDA_PATH", "TF_CPP_", "_ENVFACTORY_", "_EFY_", "USER_")
+    return {k: v for k, v in env.items() if k.upper() == "PATH" or k.upper().startswith(keep)}
+
+
+def build_cases(root: Path) -> dict[str, tuple[Session, bool]]:
+    a_prefix = win_path(root / "envA")
+    cases: dict[str, tuple[Session, bool]] = {}
+    base = {"CONDA_PREFIX": a_prefix, "CONDA_SHLVL": "1", "USER_KEEP": "x"}
+
+    s = Session(
+        root, base | {"PATH": hostile_path(root), "CUDA_PATH": CUDA, "CUDA_PATH_V10_0": CUDA}
+    )
+    s.source("A", "activate")
+    s.source("A", "activate")  # twice = once
+    s.source("A", "deactivate")
+    cases["hostile"] = (s, False)
+
+    s = Session(root, base | {"TF_CPP_MIN_LOG_LEVEL": "0"})  # no PATH at all
+    s.source("A", "activate")
+    s.source("A", "deactivate")
+    cases["unset_path"] = (s, False)
+
+    s = Session(root, base | {"PATH": CUDA + r"\bin;;" + r"C:\tools\cuda\bin"})
+    s.source("A", "activate")
+    s.source("A", "deactivate")
+    cases["only_foreign"] = (s, False)
+
+    for switch in (False, True):
+        s = Session(root, {"PATH": hostile_path(root) + r";C:\Windows", "USER_KEEP": "x"})
+        env = conda_activate(s.current, a_prefix, s.run)
+        env = conda_activate(env, win_path(root / "envB"), s.run, stack=True)
+        env["PATH"] = r"C:\mine & yours;" + env["PATH"]  # the user's edit while B is active
+        if switch:
+            env = conda_activate(env, a_prefix, s.run)  # B -> A in place at level 2
+        env = conda_deactivate(env, s.run)
+        env = conda_deactivate(env, s.run)
+        s.to(env)
+        s.steps.append(Snap())
+        s.expected.append(dict(env))
+        cases[f"stack_switch_{switch}"] = (s, False)
+
+    long_path = ";".join(rf"C:\long\dir{i:04d}\bin" for i in range(8150 // 19))
+    s = Session(root, base | {"PATH": long_path[:8150]})
+    s.refused("A", "activate")
+    cases["near_8191"] = (s, False)
+
+    s = Session(root, base | {"PATH": "C:\\Users\\Jos\u00e9\\bin;C:\\windows"})
+    s.refused("A", "activate")
+    cases["non_ascii"] = (s, False)
+
+    s = Session(root, base | {"PATH": r"C:\q!x!;" + CUDA + r"\bin"})
+    s.refused("A", "activate")
+    cases["delayed_bang"] = (s, True)
+
+    s = Session(root, base | {"PATH": r"C:\p%x%;C:\c^d&e;" + CUDA + r"\bin;C:\windows"})
+    s.source("A", "activate")
+    s.source("A", "deactivate")
+    cases["delayed_no_bang"] = (s, True)
+    return cases
+
+
+def run_sessions(
+    wine: WinePrefix, root: Path, sessions: list[tuple[Session, bool]], name: str
+) -> tuple[list[SessionResult], str]:
+    return run_cmd_sessions(
+        wine,
+        [(s.steps, s.start) for s, _ in sessions],
+        root / name,
+        delayed=[d for _, d in sessions],
+    )
+
+
+@pytest.fixture(scope="module")
+def results(wine: WinePrefix, root: Path) -> dict[str, tuple[Session, SessionResult, str]]:
+    cases = build_cases(root)
+    out, stderr = run_sessions(wine, root, list(cases.values()), "cases")
+    return {name: (s, r, stderr) for (name, (s, _)), r in zip(cases.items(), out, strict=True)}
+
+
+def check(session: Session, result: SessionResult) -> None:
+    assert len(result.snaps) == len(session.expected)
+    assert relevant(result.snaps[0]) == session.start, "the driver did not set the start"
+    for i, (snap, want) in enumerate(zip(result.snaps, session.expected, strict=True)):
+        if want is not None:
+            assert relevant(snap) == want, f"after step {i}"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["hostile", "unset_path", "only_foreign", "stack_switch_False", "stack_switch_True"],
+)
+def test_bat_matches_the_reference(name: str, results: Any) -> None:
+    session, result, _ = results[name]
+    check(session, result)
+    assert set(result.codes) == {0}
+    if name == "hostile":
+        active = result.snaps[1]
+        assert active["PATH"].split(";")[0].endswith(r"\envA\Library\bin")
+        assert "CUDA_PATH_V10_0" not in active and active["TF_CPP_MIN_LOG_LEVEL"] == "2"
+        assert result.snaps[2] == result.snaps[1]  # activating twice = once
+    if name.startswith("stack"):  # back to the start, with the user's edit kept
+        mine = session.start | {"PATH": r"C:\mine & yours;" + session.start["PATH"]}
+        assert relevant(result.snaps[-1]) == mine
+    else:  # the whole environment as it started, byte for byte (no helper left behind)
+        assert result.snaps[-1] == result.snaps[0]
+
+
+@pytest.mark.parametrize("name", ["near_8191", "non_ascii", "delayed_bang"])
+def test_bat_refuses_loudly_and_changes_nothing(name: str, results: Any) -> None:
+    session, result, stderr = results[name]
+    check(session, result)
+    assert result.codes == [1]
+    assert result.snaps[1] == result.snaps[0]
+    why = {"near_8191": "over cmd's limit", "non_ascii": "U+00E9", "delayed_bang": "delayed"}
+    assert why[name] in stderr
+    assert "nothing was changed" in stderr
+
+
+def test_bat_with_delayed_expansion_on(results: Any) -> None:
+    session, result, _ = results["delayed_no_bang"]
+    check(session, result)
+    assert result.codes == [0, 0]
+    assert result.snaps[1]["PATH"].startswith(win_path(session.root / "envA"))
+    assert result.snaps[-1] == result.snaps[0]
+
+
+def test_bat_program_is_ascii_and_the_bat_has_crlf(root: Path) -> None:
+    js = (root / "envA" / js_relpath(COMBOS["A"])).read_bytes()
+    assert js.isascii()
+    bat = (root / "envA" / script_relpath(COMBOS["A"], "activate", "bat")).read_bytes()
+    assert bat.count(b"\n") == bat.count(b"\r\n") > 0
+
+
+# --- hypothesis: many PATHs, one wine run per example ----------------------------------------
+
+PIECES = ["a", "b b", "(x86)", "&", "%P%", "!", '"', "'", "^", "<>|", "=", "-", "~1"]
+
+
+def entry_strategy(root: Path) -> st.SearchStrategy[str]:
+    plain = st.lists(st.sampled_from(PIECES), min_size=1, max_size=3).map(
+        lambda p: "C:\\u\\" + "".join(p)
+    )
+    special = st.sampled_from(
+        [
+            CUDA + r"\bin",
+            CUDA.upper() + r"\LIBNVVP" + "\\",
+            r"C:\tools\cuda\bin",
+            win_path(root / "other") + r"\Library\bin",
+            win_path(root / "envA") + r"\Library\bin",
+            "",
+        ]
+    )
+    return st.one_of(plain, special)
+
+
+HYP_RUNS = itertools.count()
+
+
+@settings(
+    max_examples=3,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_bat_matches_the_reference_on_random_paths(
+    data: st.DataObject, wine: WinePrefix, root: Path
+) -> None:
+    paths = data.draw(
+        st.lists(
+            st.one_of(st.none(), st.lists(entry_strategy(root), min_size=1, max_size=6)),
+            min_size=12,
+            max_size=12,
+        )
+    )
+    sessions = []
+    for entries in paths:
+        start = {"CONDA_PREFIX": win_path(root / "envA"), "CONDA_SHLVL": "1"}
+        if entries is not None and ";".join(entries):
+            start["PATH"] = ";".join(entries)
+        s = Session(root, start)
+        s.source("A", "activate")
+        s.source("A", "deactivate")
+        sessions.append((s, False))
+    results, stderr = run_sessions(wine, root, sessions, f"hyp{next(HYP_RUNS)}")
+    for (s, _), r in zip(sessions, results, strict=True):
+        check(s, r)
+        assert set(r.codes) == {0}, stderr
+        assert r.snaps[-1] == r.snaps[0]
