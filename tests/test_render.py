@@ -61,7 +61,9 @@ def test_committed_locks_are_fresh(name: str) -> None:
     for file in _full_render(name):
         path = LOCKS / name / file.relpath
         assert path.exists(), f"{path} is missing; run: envfactory render {name}"
-        assert path.read_text() == file.content, f"{path} is stale; run: envfactory render {name}"
+        # bytes, not text: the .bat scripts are CRLF on purpose and must stay so
+        fresh = path.read_bytes() == file.content.encode("utf-8")
+        assert fresh, f"{path} is stale; run: envfactory render {name}"
 
 
 @pytest.mark.parametrize("name", sorted(CATALOG.combos))
