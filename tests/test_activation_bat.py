@@ -37,6 +37,7 @@ Env = dict[str, str]
 Phase = Literal["activate", "deactivate"]
 COMBOS = {"A": "tf114-cuda100", "B": "tf210-cuda112"}
 CUDA = r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA\v10.0"
+OTHER_U = "oth\u00e9r-\u6570\u636e"
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +46,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for env, combo in COMBOS.items():
         install_activation(base / ("env" + env), load_catalog().combo(combo), "win-64")
     (base / "other" / "conda-meta").mkdir(parents=True)  # another conda environment
+    (base / OTHER_U / "conda-meta").mkdir(parents=True)  # one with a non-ASCII name
     return base
 
 
@@ -186,6 +188,9 @@ def conda_deactivate(env: Env, run: Runner) -> Env:
 # --- the cases --------------------------------------------------------------------------------
 
 
+MINE = "C:\\mine & y\u00f6urs;"
+
+
 def hostile_path(root: Path) -> str:
     return ";".join(
         [
@@ -204,6 +209,27 @@ def hostile_path(root: Path) -> str:
             r'C:\odd"quote&(x)',
             r"C:\windows\system32",
             "",
+        ]
+    )
+
+
+def unicode_path(root: Path) -> str:
+    """Latin-1, CJK, a character outside the BMP, next to cmd's special characters."""
+    return ";".join(
+        [
+            r"C:\windows\system32",
+            "C:\\Users\\Jos\u00e9\\cuda-free\\bin",
+            "C:\\\u6570\u636e\\bin",
+            CUDA + r"\bin",
+            "C:\\Users\\Jos\u00e9\\cuda\\bin",
+            win_path(root / OTHER_U) + r"\Library\bin",
+            "C:\\emoji \U0001f600\\bin",
+            "C:\\p%PATH%\u00fc%",
+            'C:\\odd"quot\u00e9&(x)^\u00e9',
+            "C:\\a&b|\u03a9<d>e",
+            "",
+            "C:\\Users\\Jos\u00e9\\cuda-free\\bin",
+            "\u00e9",
         ]
     )
 
@@ -237,10 +263,11 @@ def build_cases(root: Path) -> dict[str, tuple[Session, bool]]:
     cases["only_foreign"] = (s, False)
 
     for switch in (False, True):
-        s = Session(root, {"PATH": hostile_path(root) + r";C:\Windows", "USER_KEEP": "x"})
+        start_path = hostile_path(root) + ";C:\\Windows;C:\\\u6570\u636e\\bin"
+        s = Session(root, {"PATH": start_path, "USER_KEEP": "x"})
         env = conda_activate(s.current, a_prefix, s.run)
         env = conda_activate(env, win_path(root / "envB"), s.run, stack=True)
-        env["PATH"] = r"C:\mine & yours;" + env["PATH"]  # the user's edit while B is active
+        env["PATH"] = MINE + env["PATH"]  # the user's edit while B is active
         if switch:
             env = conda_activate(env, a_prefix, s.run)  # B -> A in place at level 2
         env = conda_deactivate(env, s.run)
@@ -255,15 +282,31 @@ def build_cases(root: Path) -> dict[str, tuple[Session, bool]]:
     s.refused("A", "activate")
     cases["near_8191"] = (s, False)
 
-    s = Session(root, base | {"PATH": "C:\\Users\\Jos\u00e9\\bin;C:\\windows"})
+    unicode_cuda = "C:\\Users\\Jos\u00e9\\CUDA\\v10.0"
+    s = Session(
+        root,
+        base
+        | {
+            "PATH": unicode_path(root),
+            "CUDA_PATH": unicode_cuda,
+            "CUDA_PATH_V10_0": unicode_cuda,
+            "USER_KEEP": "\u00fc\u6570",
+        },
+    )
+    s.source("A", "activate")
+    s.source("A", "activate")  # twice = once
+    s.source("A", "deactivate")
+    cases["unicode"] = (s, False)
+
+    s = Session(root, base | {"PATH": "C:\\bell\x07\u00e9;" + CUDA + r"\bin"})
     s.refused("A", "activate")
-    cases["non_ascii"] = (s, False)
+    cases["control_char"] = (s, False)
 
     s = Session(root, base | {"PATH": r"C:\q!x!;" + CUDA + r"\bin"})
     s.refused("A", "activate")
     cases["delayed_bang"] = (s, True)
 
-    s = Session(root, base | {"PATH": r"C:\p%x%;C:\c^d&e;" + CUDA + r"\bin;C:\windows"})
+    s = Session(root, base | {"PATH": r"C:\p%x%;C:\c^d&e;" + CUDA + "\\bin;C:\\w\u00ee\u6570ndows"})
     s.source("A", "activate")
     s.source("A", "deactivate")
     cases["delayed_no_bang"] = (s, True)
@@ -298,31 +341,38 @@ def check(session: Session, result: SessionResult) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["hostile", "unset_path", "only_foreign", "stack_switch_False", "stack_switch_True"],
+    [
+        "hostile",
+        "unicode",
+        "unset_path",
+        "only_foreign",
+        "stack_switch_False",
+        "stack_switch_True",
+    ],
 )
 def test_bat_matches_the_reference(name: str, results: Any) -> None:
     session, result, _ = results[name]
     check(session, result)
     assert set(result.codes) == {0}
-    if name == "hostile":
+    if name in ("hostile", "unicode"):
         active = result.snaps[1]
         assert active["PATH"].split(";")[0].endswith(r"\envA\Library\bin")
         assert "CUDA_PATH_V10_0" not in active and active["TF_CPP_MIN_LOG_LEVEL"] == "2"
         assert result.snaps[2] == result.snaps[1]  # activating twice = once
     if name.startswith("stack"):  # back to the start, with the user's edit kept
-        mine = session.start | {"PATH": r"C:\mine & yours;" + session.start["PATH"]}
+        mine = session.start | {"PATH": MINE + session.start["PATH"]}
         assert relevant(result.snaps[-1]) == mine
     else:  # the whole environment as it started, byte for byte (no helper left behind)
         assert result.snaps[-1] == result.snaps[0]
 
 
-@pytest.mark.parametrize("name", ["near_8191", "non_ascii", "delayed_bang"])
+@pytest.mark.parametrize("name", ["near_8191", "control_char", "delayed_bang"])
 def test_bat_refuses_loudly_and_changes_nothing(name: str, results: Any) -> None:
     session, result, stderr = results[name]
     check(session, result)
     assert result.codes == [1]
     assert result.snaps[1] == result.snaps[0]
-    why = {"near_8191": "over cmd's limit", "non_ascii": "U+00E9", "delayed_bang": "delayed"}
+    why = {"near_8191": "over cmd's limit", "control_char": "U+0007", "delayed_bang": "delayed"}
     assert why[name] in stderr
     assert "nothing was changed" in stderr
 
@@ -345,6 +395,7 @@ def test_bat_program_is_ascii_and_the_bat_has_crlf(root: Path) -> None:
 # --- hypothesis: many PATHs, one wine run per example ----------------------------------------
 
 PIECES = ["a", "b b", "(x86)", "&", "%P%", "!", '"', "'", "^", "<>|", "=", "-", "~1"]
+PIECES += ["\u00e9", "\u6570\u636e", "\U0001f600", "\u00ff\u0100"]
 
 
 def entry_strategy(root: Path) -> st.SearchStrategy[str]:

@@ -95,6 +95,38 @@ def bat_literal(value: str) -> str | None:
     return "".join(out)
 
 
+def bat_mixed(value: str, inputs: dict[str, str]) -> str | None:
+    """Like ``bat_literal``, but each run of characters outside printable ASCII becomes a
+    ``%EFYIN_<n>%`` reference (added to ``inputs``); None for a control character or a line
+    break. The runs hold no ``%``, so wine's second expansion has nothing to expand."""
+    out, quoted, run = [], True, ""
+
+    def flush() -> None:
+        nonlocal run
+        if run:
+            key = f"EFYIN_{len(inputs)}"
+            inputs[key] = run
+            out.append(f"%{key}%")
+            run = ""
+
+    for char in value:
+        if ord(char) > 126:
+            run += char
+            continue
+        flush()
+        if not (char >= " " or char == "\t"):
+            return None
+        if char == '"':
+            quoted = not quoted
+        if char == "%":
+            char = "%%"
+        elif not quoted and char in "^&|<>()":
+            char = "^" + char
+        out.append(char)
+    flush()
+    return "".join(out)
+
+
 def run_cmd_sessions(
     prefix: WinePrefix,
     sessions: Sequence[tuple[Sequence[Step], Mapping[str, str]]],
@@ -106,7 +138,9 @@ def run_cmd_sessions(
     ``delayed[n]``: session n runs its steps with delayed expansion on (set up after the start
     environment). A value is written into the driver as a literal when it is printable ASCII
     without ``!`` (delayed sessions) and passed through an ``EFYIN_<n>`` variable otherwise
-    (that way a ``%`` would be expanded a second time: refused).
+    (that way a ``%`` would be expanded a second time: refused), or, for a value whose only
+    characters outside printable ASCII are runs of non-ASCII ones, as literal text with
+    ``%EFYIN_<n>%`` for each such run.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     inputs: dict[str, str] = {}
@@ -117,6 +151,9 @@ def run_cmd_sessions(
         literal = bat_literal(value)
         if literal is not None and not (on and "!" in value):
             return f'@set "{name}={literal}"'
+        mixed = bat_mixed(value, inputs)
+        if mixed is not None and not (on and "!" in value):
+            return f'@set "{name}={mixed}"'
         key = f"EFYIN_{len(inputs)}"
         inputs[key] = value
         if "%" in value or (on and "!" in value):  # wine would expand it a second time
