@@ -421,7 +421,60 @@ def conda_forge_records() -> list[LockRecord]:
 
 
 def conda_forge_packages() -> list[StubPackage]:
-    return [r.stub() for r in conda_forge_records()]
+    return [r.stub() for r in conda_forge_records()] + conda_forge_win_packages()
+
+
+# The VC runtime records: real ones (name, version, build, depends) from deepali's lock, win-64.
+# That lock took them from the anaconda channel; conda-forge's win-64 packages depend on the same
+# names, and we have no conda-forge win-64 vc record, so these stand in for conda-forge's.
+VC_RUNTIME = ("vc", "vs2015_runtime")
+VC_DEPENDS = ("vc >=14.1,<15.0a0", "vs2015_runtime >=14.16.27012")
+
+
+def conda_forge_win_packages() -> list[StubPackage]:
+    """conda-forge win-64 packages for tf23-cuda101 (route conda-cuda+pip), plus decoys.
+
+    * ``cudatoolkit 10.1.243 h3826478_8`` and ``cudnn 7.6.5.32 h36d860d_1``: real names, versions
+      and build strings (GH-index 38572339605, ``gh-38572339605`` in envfactory/data/sources.yaml).
+      Their ``depends`` are not in our real data: HAND-WRITTEN, minimal and plausible (cudnn's
+      cudatoolkit range, the VC runtime every conda-forge win-64 binary needs).
+    * ``vc 14.2 h21ff451_1`` and ``vs2015_runtime 14.27.29016 h5e58377_2``: real records, see
+      ``VC_RUNTIME``.
+    * ``python 3.8.6`` build ``envf_stub_0``: a STUB; no file in tests/data holds a win-64
+      python 3.8 record, so version and build are invented (the build says so).
+    * pip, setuptools and wheel come from the pangeo lock's real noarch records.
+    * Decoys (invented records, labelled): a cudatoolkit 10.1.243 build with a higher build
+      number, a cudnn 7.6.5.32 build for CUDA 10.2 next to a cudatoolkit 10.2.89, and a newer
+      python 3.9 stub; a lock that ignored the catalog's exact pins would pick them.
+    """
+    subdir = "win-64"
+    vc = [
+        r.stub()
+        for r in read_lock_records(DEEPALI_LOCK, subdir)
+        if r.name in VC_RUNTIME and r.subdir == subdir
+    ]
+    assert {p.name for p in vc} == set(VC_RUNTIME), vc
+    cudart = {"Library/bin/cudart64_101.dll": "stub cudart 10.1\n"}
+    return [
+        *vc,
+        StubPackage("python", "3.8.6", "envf_stub_0", subdir, depends=VC_DEPENDS,
+                    files={"python.exe": "stub python 3.8.6\n"}),
+        # decoy (invented): a newer python
+        StubPackage("python", "3.9.12", "envf_stub_0", subdir, depends=VC_DEPENDS),
+        StubPackage("cudatoolkit", "10.1.243", "h3826478_8", subdir, build_number=8,
+                    depends=VC_DEPENDS, files=cudart),
+        # decoy (invented build string): the same version with a higher build number
+        StubPackage("cudatoolkit", "10.1.243", "h3826478_9", subdir, build_number=9,
+                    depends=VC_DEPENDS),
+        # decoy (invented build string): CUDA 10.2
+        StubPackage("cudatoolkit", "10.2.89", "envf_decoy_0", subdir, depends=VC_DEPENDS),
+        StubPackage("cudnn", "7.6.5.32", "h36d860d_1", subdir, build_number=1,
+                    depends=("cudatoolkit >=10.1,<10.2", *VC_DEPENDS),
+                    files={"Library/bin/cudnn64_7.dll": "stub cudnn 7.6.5 for CUDA 10.1\n"}),
+        # decoy (invented build string): the same cuDNN built for CUDA 10.2, higher build number
+        StubPackage("cudnn", "7.6.5.32", "envf_cuda102_2", subdir, build_number=2,
+                    depends=("cudatoolkit >=10.2,<10.3", *VC_DEPENDS)),
+    ]  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
@@ -473,10 +526,52 @@ def write_wheel(
 
 
 def build_wheel_folder(folder: Path, reports: Iterable[Path]) -> Path:
-    """Wheels for every package of the captured pip reports (``data/pypi/*.json``)."""
+    """Wheels for the packages of the captured pip reports (``data/pypi/*.json``), in order.
+
+    ``pip install --python-version`` does not check a local wheel's Requires-Python against the
+    target Python (pip 23.2 passes no target version to its resolver for ``install``; an index
+    says it in ``data-requires-python``, a find-links folder cannot). So a report's wheel is left
+    out when an earlier report's target would wrongly pick it: its Requires-Python excludes that
+    target's Python, its tags fit that target, it is a higher version than that report's, and
+    that report's requirements accept it (tf23's py>=3.8 ``absl_py-2.3.1-py3-none-any.whl``
+    would replace tf114's absl-py 2.1.0; tf23's tensorboard 2.14.0 stays, tf114 pins <1.15).
+    The later target then resolves to the earlier report's version, which its requirements
+    accept (the lock tests check it).
+    """
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+    from packaging.tags import compatible_tags, cpython_tags
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+    from packaging.version import Version
+
+    from envfactory.pypi import platform_tags
+
+    @dataclass
+    class Target:
+        python: Version
+        fits: set[str]
+        held: dict[str, Version]
+        accepts: dict[str, list[SpecifierSet]]
+
+        def wrongly_picks(self, project: str, version: Version, tags: set[str], rp: str) -> bool:
+            return (
+                project in self.held
+                and version > self.held[project]
+                and bool(tags & self.fits)
+                and not SpecifierSet(rp).contains(self.python, prereleases=True)
+                and all(s.contains(version, prereleases=True) for s in self.accepts[project])
+            )
+
+    earlier: list[Target] = []
     for report in reports:
         doc = json.loads(report.read_text(encoding="utf-8"))
         for w in doc["wheels"]:
+            _, version, _, tags = parse_wheel_filename(w["filename"])
+            project = canonicalize_name(w["name"])
+            names = {str(t) for t in tags}
+            rp = w["requires_python"] or ""
+            if any(t.wrongly_picks(project, version, names, rp) for t in earlier):
+                continue
             if not (folder / w["filename"]).exists():
                 write_wheel(
                     folder,
@@ -486,6 +581,24 @@ def build_wheel_folder(folder: Path, reports: Iterable[Path]) -> Path:
                     w["requires_dist"],
                     w["requires_python"],
                 )
+        py = tuple(int(x) for x in str(doc["python"]).split("."))
+        plats = platform_tags(doc["platform"], "2.17")
+        target = Target(
+            python=Version(str(doc["python"])),
+            fits={str(t) for t in cpython_tags(py, platforms=plats)}
+            | {str(t) for t in compatible_tags(py, platforms=plats)},
+            held={canonicalize_name(w["name"]): Version(w["version"]) for w in doc["wheels"]},
+            accepts={},
+        )
+        for w in doc["wheels"]:
+            for text in w["requires_dist"]:
+                req = Requirement(text)
+                if req.marker is None or "extra" not in str(req.marker):
+                    name = canonicalize_name(req.name)
+                    target.accepts.setdefault(name, []).append(req.specifier)
+        for held_name in target.held:
+            target.accepts.setdefault(held_name, [])
+        earlier.append(target)
     return folder
 
 

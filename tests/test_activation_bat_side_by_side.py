@@ -5,10 +5,10 @@ and switched in one wine cmd session the way conda's cmd activator does it
 PATH, no foreign CUDA toolkit is, TF_CPP_MIN_LOG_LEVEL and CUDA_PATH are what the plan says;
 after the last deactivate the environment is the starting one, byte for byte.
 
-The test channel has win-64 records for tf114-cuda100 only (no TF2 combo locks for win-64
-against it; adding some is tests/channel_builder.py's business), so the second environment is
-a second, separately created tf114-cuda100 prefix: the switch checks that the other prefix's
-directories and CUDA_PATH leave, not that the combo's log level changes.
+The two environments are a TF1 prefix (tf114-cuda100, defaults: CUDA 10.0 from conda, the TF
+1.14 wheel) and a TF2 prefix (tf23-cuda101, conda-forge CUDA 10.1 + cuDNN 7.6.5.32 and the TF
+2.3.0 wheel), both created from their win-64 locks. Both combos set TF_CPP_MIN_LOG_LEVEL=2, so
+the switch checks that the other prefix's directories and CUDA_PATH leave.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from envfactory.lock import LockRequest, lock_combo
 pytestmark = pytest.mark.wine
 
 PLATFORM: Platform = "win-64"
-COMBO = "tf114-cuda100"
+TF1 = "tf114-cuda100"
+TF2 = "tf23-cuda101"
 NVIDIA = r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA\v10.1"
 # NVIDIA's CUDA 10.1 installer, TensorFlow's old guide (C:\tools\cuda\bin), a (x86) entry;
 # conda's hook has set CONDA_SHLVL=0.
@@ -77,25 +78,33 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def envs(test_channels: dict[str, Path], root: Path) -> dict[str, Env]:
-    """One win-64 lock of tf114-cuda100, created twice (prefixes with a space)."""
+    """The win-64 locks of tf114-cuda100 and tf23-cuda101, each created (prefixes with a
+    space)."""
     channels = ChannelMap({k: test_channels[k].as_uri() for k in ("defaults", "conda-forge")})
-    combo = load_catalog().combo(COMBO)
-    request = LockRequest.for_combo(
-        combo, (PLATFORM,), channel_map=channels, pip_index=str(test_channels["wheels"])
-    )
-    lock_combo(request, root / "locks" / COMBO)
     out = {}
-    for name in ("first", "second"):
-        prefix = root / "envs" / f"{COMBO} {name}"
-        create_environment(root / "locks" / COMBO / "conda-lock.yml", prefix, platform=PLATFORM)
-        expected = [js_relpath(COMBO)] + [
-            script_relpath(COMBO, phase, "bat") for phase in ("activate", "deactivate")
+    for name in (TF1, TF2):
+        combo = load_catalog().combo(name)
+        request = LockRequest.for_combo(
+            combo, (PLATFORM,), channel_map=channels, pip_index=str(test_channels["wheels"])
+        )
+        lock_combo(request, root / "locks" / name)
+        prefix = root / "envs" / f"{name} env"
+        create_environment(root / "locks" / name / "conda-lock.yml", prefix, platform=PLATFORM)
+        expected = [js_relpath(name)] + [
+            script_relpath(name, phase, "bat") for phase in ("activate", "deactivate")
         ]
         missing = [path for path in expected if not (prefix / path).is_file()]
         if missing:
             pytest.fail(f"create did not install the activation scripts into {prefix}: {missing}")
         assert (prefix / "conda-meta").is_dir() and (prefix / "python.exe").is_file()
         out[name] = Env(prefix, combo, plan_for(combo, PLATFORM))
+    # the two really are TF1 and TF2: their own CUDA libraries and TensorFlow wheels
+    tf1, tf2 = out[TF1].prefix, out[TF2].prefix
+    assert (tf1 / "Library" / "bin" / "libcudart.so.10.0.130").is_file()
+    assert (tf2 / "Library" / "bin" / "cudart64_101.dll").is_file()
+    assert (tf2 / "Library" / "bin" / "cudnn64_7.dll").is_file()
+    assert list((tf1 / "Lib" / "site-packages").glob("tensorflow_gpu-1.14.0.dist-info"))
+    assert list((tf2 / "Lib" / "site-packages").glob("tensorflow-2.3.0.dist-info"))
     return out
 
 
@@ -153,16 +162,17 @@ def check_active(
     assert untouched(env) == untouched(start), f"{where}: activation changed other variables"
 
 
-def side_by_side_steps(tf1: Env, other: Env, workdir: Path) -> list[Step]:
+def side_by_side_steps(tf1: Env, tf2: Env, workdir: Path) -> list[Step]:
+    """TF1 on, off; TF2 on; switch TF2 -> TF1; off: one cmd session."""
     conda = CondaCmd(workdir)
     steps: list[Step] = [Snap()]
     steps += [*conda.activate(tf1.win, tf1.script("activate")), Snap()]
     steps += [*conda.deactivate(tf1.win, tf1.script("deactivate")), Snap()]
-    steps += [*conda.activate(other.win, other.script("activate")), Snap()]
+    steps += [*conda.activate(tf2.win, tf2.script("activate")), Snap()]
     steps += [
         *conda.switch(
-            other.win,
-            other.script("deactivate"),
+            tf2.win,
+            tf2.script("deactivate"),
             tf1.win,
             tf1.script("activate"),
             between=[Snap()],
@@ -173,23 +183,23 @@ def side_by_side_steps(tf1: Env, other: Env, workdir: Path) -> list[Step]:
     return steps
 
 
-def test_tf1_side_by_side_in_cmd(envs: dict[str, Env], wine: WinePrefix, root: Path) -> None:
-    tf1, other = envs["first"], envs["second"]
-    steps = side_by_side_steps(tf1, other, root / "conda")
+def test_tf1_tf2_side_by_side_in_cmd(envs: dict[str, Env], wine: WinePrefix, root: Path) -> None:
+    tf1, tf2 = envs[TF1], envs[TF2]
+    steps = side_by_side_steps(tf1, tf2, root / "conda")
     (result,), stderr = run_cmd_sessions(wine, [(steps, START)], root / "session")
     assert set(result.codes) == {0}, f"a script failed: {result.codes}\n{stderr}"
-    start, on_tf1, off, on_other, mid_switch, switched, end = result.snaps
+    start, on_tf1, off, on_tf2, mid_switch, switched, end = result.snaps
     assert {k: start.get(k) for k in START} == START, "the driver did not set the start"
     assert "TF_CPP_MIN_LOG_LEVEL" not in start and "CONDA_PREFIX" not in start
-    check_active("activate first", on_tf1, start, tf1, other)
-    assert off == start, "after deactivate first: not the starting environment"
-    check_active("activate second", on_other, start, other, tf1)
-    # conda's switch order: the second's deactivate.d has run, PATH still holds conda's block
+    check_active("activate TF1", on_tf1, start, tf1, tf2)
+    assert off == start, "after deactivate TF1: not the starting environment"
+    check_active("activate TF2", on_tf2, start, tf2, tf1)
+    # conda's switch order: TF2's deactivate.d has run, PATH still holds conda's block
     conda_only = {
-        "PATH": ";".join([*block(other.win), START["PATH"]]),
-        "CONDA_PREFIX": other.win,
+        "PATH": ";".join([*block(tf2.win), START["PATH"]]),
+        "CONDA_PREFIX": tf2.win,
         "CONDA_SHLVL": "1",
     }
-    assert mid_switch == start | conda_only, "the second's deactivate.d on a switch"
-    check_active("switch second -> first", switched, start, tf1, other)
+    assert mid_switch == start | conda_only, "TF2's deactivate.d on a switch"
+    check_active("switch TF2 -> TF1", switched, start, tf1, tf2)
     assert end == start, "after the last deactivate: not the starting environment"

@@ -107,6 +107,32 @@ def test_tf210_cuda112_real_conda_forge_records(
     assert found["python"][0].startswith("3.10.")
 
 
+def test_tf23_cuda101_win64_picks_the_catalog_pins(
+    test_channels: dict[str, Path], tmp_path: Path
+) -> None:
+    combo = load_catalog().combo("tf23-cuda101")
+    result = lock_combo(request(test_channels, "tf23-cuda101", "win-64"), tmp_path)
+    found = conda_set(result.packages["win-64"])
+    pins = {p.name: (p.version, p.build) for p in combo.route("win-64").conda_pins("3.8")}
+    assert pins == {
+        "cudatoolkit": ("10.1.243", "h3826478_8"),
+        "cudnn": ("7.6.5.32", "h36d860d_1"),
+    }
+    # exactly the pins: not the higher build number, not the CUDA 10.2 decoys
+    assert {name: found[name] for name in pins} == pins
+    assert found["python"][0] == "3.8.6"  # the default 3.8, not the 3.9 decoy
+    assert set(found) == {*pins, "python", "pip", "setuptools", "wheel", "vc", "vs2015_runtime"}
+    pip = {p.name: p for p in result.packages["win-64"] if p.manager == "pip"}
+    wheel = pip["tensorflow"]
+    assert wheel.version == "2.3.0"
+    assert wheel.filename == "tensorflow-2.3.0-cp38-cp38-win_amd64.whl"
+    assert wheel.sha256 and len(wheel.sha256) == 64
+    # numpy comes from pip here (no conda numpy), within TF 2.3's <1.19
+    assert pip["numpy"].version == "1.18.5"
+    assert {"tensorboard", "tensorflow-estimator", "protobuf", "h5py", "scipy"} <= set(pip)
+    assert not {"setuptools", "wheel", "pip"} & set(pip)  # conda provides them
+
+
 # ------------------------------------------------------------------------------------------
 # __cuda: envfactory refuses a GPU lock without it; the solver explains when a package needs it.
 

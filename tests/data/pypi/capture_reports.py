@@ -3,8 +3,12 @@
     .venv/bin/python tests/data/pypi/capture_reports.py
 
 For each target it asks pip (``--isolated``, so pypi.org) to resolve the combo's pip requirement
-for the target platform and Python, constrained by the conda numpy of the combo, and keeps, per
-wheel: name, version, file name, requires_python and requires_dist, exactly as pip reported them.
+for the target platform and Python, constrained by what the combo's conda side provides (numpy,
+setuptools, ...), and keeps, per wheel: name, version, file name, URL, the real wheel's sha256
+(captures made before that field was added lack it), requires_python and requires_dist, exactly
+as pip reported them.
+Name targets to re-capture only those (``capture_reports.py tf23-cuda101-win-64``); the default is
+all of them.
 """
 
 from __future__ import annotations
@@ -21,6 +25,14 @@ HERE = Path(__file__).parent
 TARGETS = {
     "tf114-cuda100-linux-64": ("tensorflow-gpu==1.14.0", "linux-64", "3.7", "numpy==1.16.4"),
     "tf114-cuda100-win-64": ("tensorflow-gpu==1.14.0", "win-64", "3.7", "numpy==1.16.4"),
+    # tf23-cuda101 has no conda numpy (pip resolves numpy too); its conda side brings pip with
+    # the test channel's conda-forge setuptools 65.5.1 and wheel 0.38.4 (the pangeo records).
+    "tf23-cuda101-win-64": (
+        "tensorflow==2.3.0",
+        "win-64",
+        "3.8",
+        "setuptools==65.5.1\nwheel==0.38.4",
+    ),
 }
 
 
@@ -46,6 +58,10 @@ def capture(
                 "version": meta["version"],
                 "filename": item["download_info"]["url"].rsplit("/", 1)[-1],
                 "url": item["download_info"]["url"],
+                "sha256": item["download_info"]
+                .get("archive_info", {})
+                .get("hashes", {})
+                .get("sha256"),
                 "requires_python": meta.get("requires_python"),
                 "requires_dist": meta.get("requires_dist", []),
             }
@@ -53,8 +69,9 @@ def capture(
     return sorted(out, key=lambda d: str(d["name"]).lower())
 
 
-def main() -> None:
-    for key, (req, platform, python, constraint) in TARGETS.items():
+def main(keys: list[str]) -> None:
+    for key in keys or list(TARGETS):
+        req, platform, python, constraint = TARGETS[key]
         data = {
             "requirement": req,
             "platform": platform,
@@ -66,4 +83,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
