@@ -7,9 +7,12 @@
 // templates/activation/envfactory_core.py step by step (same _ENVFACTORY_<CONDA_SHLVL>_*
 // state variables, so cmd, PowerShell and xonsh can share a session), and writes BASE.bat:
 // one `set "NAME=VALUE"` line per variable that changes, which the .bat then CALLs. When a
-// value cannot be written so that cmd reads it back exactly (a character outside printable
-// ASCII, a "!" with delayed expansion on, a line over cmd's 8191 characters), it writes
-// nothing, says why on stderr and exits 1: the environment is left as it was.
+// value cannot be written so that cmd reads it back exactly (a control character, a "!" with
+// delayed expansion on, a line over cmd's 8191 characters), it writes nothing, says why on
+// stderr and exits 1: the environment is left as it was. BASE.bat is pure ASCII, so the code
+// page cmd reads it in does not matter: characters outside ASCII are copied, as substrings
+// (%NAME:~OFFSET,LENGTH%), from the environment variables that hold them now, into the
+// helper _EFY_U on the first line; later lines take them from there; the last clears it.
 // ES3 (JScript): no Array.indexOf, no String.trim; environment names are case-insensitive.
 
 var PLAN = {"combo": "tf25-cuda112", "sep": ";", "dirsep": "\\", "fold_case": true, "lists": [["PATH", [["prefix", "Library\\bin"]]]], "patterns": ["*\\NVIDIA GPU Computing Toolkit\\CUDA\\v*\\bin", "*\\NVIDIA GPU Computing Toolkit\\CUDA\\v*\\libnvvp", "C:\\tools\\cuda\\bin"], "env_lib_suffix": "\\Library\\bin", "set": [["CUDA_PATH", ["prefix", "Library"]], ["TF_CPP_MIN_LOG_LEVEL", ["literal", "2"]]], "unset": [], "unset_prefixes": ["CUDA_PATH_V"]};
@@ -363,10 +366,62 @@ function efyHex(code) {
     return "U+" + hex;
 }
 
+// Where the runs of non-ASCII characters come from: env (as read) is searched for each run,
+// the variable being set first; every run gets a place in _EFY_U, built on the first line.
+function efyRuns(env) {
+    return {env: env, at: {}, refs: [], size: 0};
+}
+
+function efySource(runs, own, text) {
+    var names = [own.toUpperCase()].concat(efyNames(runs.env));
+    for (var i = 0; i < names.length; i++) {
+        var value = efyGet(runs.env, names[i]);
+        if (value === null || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(names[i])) {
+            continue;
+        }
+        var at = value.indexOf(text);
+        if (at >= 0) {
+            return "%" + names[i] + ":~" + at + "," + text.length + "%";
+        }
+    }
+    return null;
+}
+
+// %_EFY_U:~K,N% for text (non-ASCII), or throws when no variable holds it.
+function efyRun(runs, own, text) {
+    var key = "k" + text;
+    if (!efyHas(runs.at, key)) {
+        var ref = efySource(runs, own, text);
+        var high = text.charCodeAt(0) >= 0xD800 && text.charCodeAt(0) <= 0xDBFF;
+        if (ref === null) {
+            if (text.length > (high ? 2 : 1)) { // no variable holds the whole run: split it
+                var out = "";
+                for (var i = 0; i < text.length; i++) {
+                    var code = text.charCodeAt(i);
+                    var n = code >= 0xD800 && code <= 0xDBFF && i + 1 < text.length ? 2 : 1;
+                    out += efyRun(runs, own, text.substring(i, i + n));
+                    i += n - 1;
+                }
+                return out;
+            }
+            var point = high && text.length === 2 ?
+                (text.charCodeAt(0) - 0xD800) * 0x400 + text.charCodeAt(1) - 0xDC00 + 0x10000 :
+                text.charCodeAt(0);
+            throw own + " would hold the character " + efyHex(point) +
+                ", which no variable of the environment holds to copy it from";
+        }
+        runs.at[key] = runs.size;
+        runs.refs.push(ref);
+        runs.size += text.length;
+    }
+    return "%_EFY_U:~" + runs.at[key] + "," + text.length + "%";
+}
+
 // One `set "NAME=VALUE"` line that cmd reads back as exactly VALUE, or throws why not. In
 // the quoted part only % is special (doubled); a " in the value ends the quoted part, so
-// until the next " the characters cmd treats specially there get a caret.
-function efyLine(name, value, delayed) {
+// until the next " the characters cmd treats specially there get a caret. Runs of characters
+// outside ASCII are written as substrings of _EFY_U (efyRun).
+function efyLine(name, value, delayed, runs) {
     if (!/^[A-Za-z0-9_#$'()*+,\-.\/:;?@\[\]\\{}~]+$/.test(name)) {
         throw "the variable name " + name + " cannot be written for cmd";
     }
@@ -375,8 +430,17 @@ function efyLine(name, value, delayed) {
     for (var i = 0; i < value.length; i++) {
         var ch = value.charAt(i);
         var code = value.charCodeAt(i);
-        if ((code < 32 && ch !== "\t") || code > 126) {
-            throw name + " would hold the character " + efyHex(code) +
+        if (code > 126) {
+            var end = i;
+            while (end < value.length && value.charCodeAt(end) > 126) {
+                end++;
+            }
+            out += efyRun(runs, name, value.substring(i, end));
+            i = end - 1;
+            continue;
+        }
+        if (code < 32 && ch !== "\t") {
+            throw name + " would hold the control character " + efyHex(code) +
                 ", which cmd cannot read back from a batch file exactly";
         }
         if (ch === "!" && delayed) {
@@ -394,11 +458,15 @@ function efyLine(name, value, delayed) {
         }
     }
     out += "\"";
-    if (out.length > MAX_LINE) {
-        throw "the line that sets " + name + " would be " + out.length +
+    efyFits(out, "sets " + name);
+    return out;
+}
+
+function efyFits(line, what) {
+    if (line.length > MAX_LINE) {
+        throw "the line that " + what + " would be " + line.length +
             " characters, over cmd's limit of " + MAX_LINE;
     }
-    return out;
 }
 
 function efyMain() {
@@ -427,6 +495,7 @@ function efyMain() {
     }
     var changes = args(0) === "activate" ? efyActivate(env, isDir) : efyDeactivate(env);
     var delayed = args(2) === "1";
+    var runs = efyRuns(env);
     var lines = [];
     var keys = efyNames(changes);
     for (var i = 0; i < keys.length; i++) {
@@ -435,7 +504,13 @@ function efyMain() {
         if (value === efyGet(env, change[0])) {
             continue;
         }
-        lines.push(value === null ? "@set \"" + change[0] + "=\"" : efyLine(change[0], value, delayed));
+        lines.push(value === null ? "@set \"" + change[0] + "=\"" : efyLine(change[0], value, delayed, runs));
+    }
+    if (runs.refs.length > 0) {
+        var first = "@set \"_EFY_U=" + runs.refs.join("") + "\"";
+        efyFits(first, "copies the characters outside ASCII");
+        lines.unshift(first);
+        lines.push("@set \"_EFY_U=\"");
     }
     lines.push("@exit /b 0");
     var out = fso.CreateTextFile(args(1) + ".bat", false, false);

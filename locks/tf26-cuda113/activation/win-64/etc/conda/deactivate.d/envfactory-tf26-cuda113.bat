@@ -6,7 +6,10 @@
 @REM ..\envfactory\envfactory-tf26-cuda113.js (the algorithm of envfactory_core.py) writes a
 @REM temporary .bat (from a UTF-16 dump of the environment) of `set "NAME=VALUE"` lines, which this script CALLs and deletes. When a
 @REM value cannot be carried exactly, the program says why and nothing changes (exit code 1).
-@REM Uses %SystemRoot%\System32\cscript.exe and %TEMP%; leaves no variable of its own behind.
+@REM The temporary .bat is pure ASCII (the code page does not matter): characters outside
+@REM ASCII are copied as %NAME:~OFFSET,LENGTH% substrings from the variables holding them now.
+@REM Uses %SystemRoot%\System32\cscript.exe and %TEMP%; leaves no variable of its own behind
+@REM (_EFY_T, _EFY_D, and _EFY_U in the temporary .bat).
 @if "!!"=="" (set "_EFY_D=1") else (set "_EFY_D=0")
 @set "_EFY_T=%TEMP%\envfactory-%RANDOM%-%RANDOM%-%RANDOM%"
 @"%SystemRoot%\System32\cmd.exe" /d /u /c set >"%_EFY_T%.env"
