@@ -30,16 +30,6 @@ def csh(text: str) -> str:
     return "'" + text.replace("'", "'\\''").replace("!", "\\!") + "'"
 
 
-def cmd(text: str) -> str:
-    """cmd.exe, inside ``set "NAME=..."`` with delayed expansion off: ``%`` doubles.
-
-    A double quote or a line break would end the quoted region, so they are refused.
-    """
-    if '"' in text or "\n" in text or "\r" in text:
-        raise UnquotableError(f"a cmd literal cannot hold a quote or line break: {text!r}")
-    return text.replace("%", "%%")
-
-
 def powershell(text: str) -> str:
     """PowerShell: single-quoted string; a quote (any of the typographic ones) is doubled."""
     out = []
@@ -69,7 +59,6 @@ FILTERS = {
     "sh": sh,
     "fish": fish,
     "csh": csh,
-    "cmd": cmd,
     "powershell": powershell,
     "xonsh": xonsh,
     "awk": awk,
