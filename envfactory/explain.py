@@ -1,32 +1,73 @@
 """Recognize known TensorFlow/CUDA problems in a pasted log: id, matching lines, cause, fix.
 
-The patterns are data (``data/explain-patterns.yaml``); this module only loads and applies them.
+The patterns are data (``data/explain-patterns.yaml``); this module loads and applies them. A log
+is read as a stream of lines in one pass, each line (or each 2048-character window of a longer
+one) tried only against the problems whose keywords it contains, with patterns that the loader
+checks are free of unbounded ``.*``: the work is linear in the size of the log and the memory is
+bounded by what is kept per problem (at most ten lines each).
 """
 
 from __future__ import annotations
 
+import codecs
 import functools
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import IO, Any, Literal
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from envfactory.errors import CatalogError
+from envfactory.errors import CatalogError, UserInputError
 
 MAX_LINES_PER_PROBLEM = 10
+WINDOW = 2048
+"""Longest piece of a line a pattern sees; a longer line is tried in overlapping windows."""
+OVERLAP = 256
+READ_CHUNK = 1 << 16
+
+Severity = Literal["problem", "note"]
+
+_UNBOUNDED = re.compile(r"(?<!\\)\.[*+]")
+_CPU_ONLY_NOTE = (
+    "Nothing in this log shows an NVIDIA GPU: on a machine without one this message is expected "
+    "and TensorFlow runs on the CPU. If this machine has an NVIDIA GPU: "
+)
 
 
 @dataclass(frozen=True)
 class Pattern:
     id: str
+    keywords: tuple[str, ...]
     regexes: tuple[re.Pattern[str], ...]
+    weak_regexes: tuple[re.Pattern[str], ...]
+    weak_when: re.Pattern[str] | None
+    suppressed_by: tuple[str, ...]
+    unless_keywords: tuple[str, ...]
+    unless_log_has: tuple[re.Pattern[str], ...]
     cause: str
     fix: str
     detail: str | None
+
+
+@dataclass(frozen=True)
+class Table:
+    """The loaded pattern file: problems plus the patterns that show a GPU is present."""
+
+    problems: tuple[Pattern, ...]
+    evidence_keywords: tuple[str, ...]
+    evidence: tuple[re.Pattern[str], ...]
+
+    @functools.cached_property
+    def any_keyword(self) -> re.Pattern[str]:
+        """One pass over a line tells whether any rule could apply (most lines: none)."""
+        words = set(self.evidence_keywords)
+        for rule in self.problems:
+            words.update(rule.keywords)
+            words.update(rule.unless_keywords)
+        return re.compile("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)))
 
 
 @dataclass(frozen=True)
@@ -36,62 +77,218 @@ class Problem:
     line_numbers: tuple[int, ...]
     cause: str
     fix: str
+    severity: Severity = "problem"
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "lines": list(self.lines), "cause": self.cause, "fix": self.fix}
+        return {
+            "id": self.id,
+            "severity": self.severity,
+            "lines": list(self.lines),
+            "cause": self.cause,
+            "fix": self.fix,
+        }
 
 
 @dataclass(frozen=True)
 class Explanation:
     problems: tuple[Problem, ...]
 
+    @property
+    def has_problems(self) -> bool:
+        """True when at least one finding is a problem (not only notes)."""
+        return any(p.severity == "problem" for p in self.problems)
+
     def to_json(self) -> dict[str, Any]:
-        """``{"problems": [{"id", "lines", "cause", "fix"}]}``: problems in the order their first
-        line appears in the log, ``lines`` (at most 10, stripped) in log order."""
+        """``{"problems": [{"id", "severity", "lines", "cause", "fix"}]}``: findings in the order
+        their first line appears in the log, ``lines`` (at most 10, stripped) in log order;
+        ``severity`` is ``problem`` or ``note`` (expected on a machine without a GPU)."""
         return {"problems": [p.to_json() for p in self.problems]}
 
 
-def _load(text: str, path: str) -> tuple[Pattern, ...]:
+def _compile(raw: object, where: str) -> re.Pattern[str]:
+    text = str(raw)
+    if _UNBOUNDED.search(text):
+        raise CatalogError(
+            f"{where}: pattern {text!r} uses an unbounded '.*' or '.+'",
+            "use a bounded repeat such as .{0,80}; explain must stay linear in the log size",
+        )
+    try:
+        return re.compile(text, re.IGNORECASE)
+    except re.error as exc:
+        raise CatalogError(f"{where}: bad pattern {text!r}: {exc}") from None
+
+
+def _seq(node: CommentedMap, key: str, where: str) -> list[object]:
+    value = node.get(key, [])
+    if not isinstance(value, list):
+        raise CatalogError(f"{where}: '{key}' must be a list")
+    return list(value)
+
+
+_KEYS = {
+    "id", "keywords", "patterns", "weak_patterns", "weak_when", "suppressed_by",
+    "unless_keywords", "unless_log_has", "cause", "fix", "detail",
+}  # fmt: skip
+_REQUIRED = {"id", "keywords", "patterns", "cause", "fix"}
+
+
+def _problem(node: object, path: str) -> Pattern:
+    line = node.lc.line + 1 if isinstance(node, CommentedMap) else "?"
+    where = f"{path}:{line}"
+    if not isinstance(node, CommentedMap):
+        raise CatalogError(f"{where}: each problem must be a mapping")
+    keys = set(node)
+    if not _REQUIRED <= keys <= _KEYS:
+        raise CatalogError(
+            f"{where}: a problem has {', '.join(sorted(_REQUIRED))} and optionally "
+            f"{', '.join(sorted(_KEYS - _REQUIRED))}; got {', '.join(sorted(map(str, keys)))}"
+        )
+    pid = str(node["id"])
+    keywords = tuple(str(k).lower() for k in _seq(node, "keywords", where))
+    if not keywords:
+        raise CatalogError(f"{where}: '{pid}' needs at least one keyword")
+    weak_when = node.get("weak_when")
+    detail = node.get("detail")
+    return Pattern(
+        id=pid,
+        keywords=keywords,
+        regexes=tuple(_compile(p, where) for p in _seq(node, "patterns", where)),
+        weak_regexes=tuple(_compile(p, where) for p in _seq(node, "weak_patterns", where)),
+        weak_when=_compile(weak_when, where) if weak_when else None,
+        suppressed_by=tuple(str(s) for s in _seq(node, "suppressed_by", where)),
+        unless_keywords=tuple(str(k).lower() for k in _seq(node, "unless_keywords", where)),
+        unless_log_has=tuple(_compile(p, where) for p in _seq(node, "unless_log_has", where)),
+        cause=str(node["cause"]),
+        fix=str(node["fix"]),
+        detail=str(detail) if detail else None,
+    )
+
+
+def _load(text: str, path: str) -> Table:
     doc = YAML(typ="rt").load(text)
     if not isinstance(doc, CommentedMap) or not isinstance(doc.get("problems"), CommentedSeq):
         raise CatalogError(f"{path}: top level must be 'problems:' with a list")
     out: list[Pattern] = []
     seen: set[str] = set()
     for node in doc["problems"]:
-        line = node.lc.line + 1 if isinstance(node, CommentedMap) else "?"
-        if not isinstance(node, CommentedMap):
-            raise CatalogError(f"{path}:{line}: each problem must be a mapping")
-        keys = set(node)
-        if (
-            not {"id", "patterns", "cause", "fix"}
-            <= keys
-            <= {"id", "patterns", "cause", "fix", "detail"}
-        ):
-            raise CatalogError(
-                f"{path}:{line}: a problem has id, patterns, cause, fix and optionally detail"
-            )
-        pid = str(node["id"])
-        if pid in seen:
-            raise CatalogError(f"{path}:{line}: duplicate problem id '{pid}'")
-        seen.add(pid)
-        try:
-            regexes = tuple(re.compile(str(p), re.IGNORECASE) for p in node["patterns"])
-        except re.error as exc:
-            raise CatalogError(f"{path}:{line}: bad pattern in '{pid}': {exc}") from None
-        detail = node.get("detail")
-        out.append(
-            Pattern(
-                pid, regexes, str(node["cause"]), str(node["fix"]), str(detail) if detail else None
-            )
-        )
-    return tuple(out)
+        rule = _problem(node, path)
+        if rule.id in seen:
+            raise CatalogError(f"{path}: duplicate problem id '{rule.id}'")
+        seen.add(rule.id)
+        out.append(rule)
+    for rule in out:
+        unknown = set(rule.suppressed_by) - seen
+        if unknown:
+            raise CatalogError(f"{path}: '{rule.id}' is suppressed by unknown ids {unknown}")
+    evidence = doc.get("gpu_evidence") or CommentedMap()
+    if not isinstance(evidence, CommentedMap):
+        raise CatalogError(f"{path}: 'gpu_evidence' must map keywords and patterns")
+    return Table(
+        problems=tuple(out),
+        evidence_keywords=tuple(str(k).lower() for k in _seq(evidence, "keywords", path)),
+        evidence=tuple(_compile(p, path) for p in _seq(evidence, "patterns", path)),
+    )
 
 
 @functools.cache
-def patterns() -> tuple[Pattern, ...]:
+def table() -> Table:
     """The shipped patterns, loaded once."""
     path = resources.files("envfactory") / "data" / "explain-patterns.yaml"
     return _load(path.read_text(encoding="utf-8"), "explain-patterns.yaml")
+
+
+def patterns() -> tuple[Pattern, ...]:
+    """The shipped problem patterns."""
+    return table().problems
+
+
+@dataclass
+class _Hits:
+    lines: list[tuple[int, str]] = field(default_factory=list)
+    strong: bool = False
+    groups: dict[str, str] | None = None
+
+
+def _windows(line: str) -> Iterator[str]:
+    if len(line) <= WINDOW:
+        yield line
+        return
+    step = WINDOW - OVERLAP
+    for start in range(0, len(line) - OVERLAP, step):
+        yield line[start : start + WINDOW]
+
+
+def _first(regexes: Sequence[re.Pattern[str]], text: str) -> re.Match[str] | None:
+    for regex in regexes:
+        match = regex.search(text)
+        if match:
+            return match
+    return None
+
+
+def explain_lines(lines: Iterable[str], rules: Table | None = None) -> Explanation:
+    """Every recognized problem in a log given as lines; one pass, bounded memory."""
+    tbl = table() if rules is None else rules
+    hits: dict[str, _Hits] = {}
+    flags: set[tuple[str, str]] = set()  # (problem id, "when" | "unless")
+    gpu_seen = False
+    for number, raw in enumerate(lines, start=1):
+        for piece in _windows(raw):
+            text = piece.strip()
+            if not text:
+                continue
+            low = text.lower()
+            if not tbl.any_keyword.search(low):
+                continue
+            if not gpu_seen and any(k in low for k in tbl.evidence_keywords):
+                gpu_seen = _first(tbl.evidence, text) is not None
+            for rule in tbl.problems:
+                if (
+                    rule.unless_log_has
+                    and any(k in low for k in rule.unless_keywords)
+                    and _first(rule.unless_log_has, text)
+                ):
+                    flags.add((rule.id, "unless"))
+                if not any(k in low for k in rule.keywords):
+                    continue
+                if rule.weak_when is not None and rule.weak_when.search(text):
+                    flags.add((rule.id, "when"))
+                match = _first(rule.regexes, text)
+                strong = match is not None
+                if match is None:
+                    match = _first(rule.weak_regexes, text)
+                if match is None:
+                    continue
+                found = hits.setdefault(rule.id, _Hits())
+                found.strong = found.strong or strong
+                if found.groups is None:
+                    found.groups = {k: v for k, v in match.groupdict().items() if v}
+                if len(found.lines) < MAX_LINES_PER_PROBLEM and (
+                    not found.lines or found.lines[-1][0] != number
+                ):
+                    found.lines.append((number, text))
+    by_id = {rule.id: rule for rule in tbl.problems}
+    problems: list[Problem] = []
+    for pid, found in hits.items():
+        rule = by_id[pid]
+        if (pid, "unless") in flags or any(s in hits for s in rule.suppressed_by):
+            continue
+        weak_only = not found.strong and not gpu_seen
+        if weak_only and rule.weak_when is not None and (pid, "when") not in flags:
+            weak_only = False
+        cause = _cause(rule, found.groups or {})
+        problems.append(
+            Problem(
+                id=pid,
+                lines=tuple(text for _, text in found.lines),
+                line_numbers=tuple(n for n, _ in found.lines),
+                cause=_CPU_ONLY_NOTE + cause if weak_only else cause,
+                fix=rule.fix,
+                severity="note" if weak_only else "problem",
+            )
+        )
+    problems.sort(key=lambda p: (p.line_numbers[0], p.id))
+    return Explanation(tuple(problems))
 
 
 def _cause(pattern: Pattern, groups: dict[str, str]) -> str:
@@ -103,33 +300,59 @@ def _cause(pattern: Pattern, groups: dict[str, str]) -> str:
         return pattern.cause
 
 
-def explain(log: str, table: Sequence[Pattern] | None = None) -> Explanation:
+def explain(log: str, rules: Table | None = None) -> Explanation:
     """Every recognized problem in ``log``; an empty result for a healthy log."""
-    rules = patterns() if table is None else table
-    hits: dict[str, list[tuple[int, str]]] = {}
-    groups: dict[str, dict[str, str]] = {}
-    for number, raw in enumerate(log.splitlines(), start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        for rule in rules:
-            for regex in rule.regexes:
-                match = regex.search(line)
-                if match:
-                    hits.setdefault(rule.id, []).append((number, line))
-                    if rule.id not in groups:
-                        groups[rule.id] = {k: v for k, v in match.groupdict().items() if v}
-                    break
-    by_id = {rule.id: rule for rule in rules}
-    problems = [
-        Problem(
-            id=pid,
-            lines=tuple(text for _, text in found[:MAX_LINES_PER_PROBLEM]),
-            line_numbers=tuple(n for n, _ in found[:MAX_LINES_PER_PROBLEM]),
-            cause=_cause(by_id[pid], groups.get(pid, {})),
-            fix=by_id[pid].fix,
-        )
-        for pid, found in hits.items()
-    ]
-    problems.sort(key=lambda p: (p.line_numbers[0], p.id))
-    return Explanation(tuple(problems))
+    return explain_lines(log.splitlines(), rules)
+
+
+def read_lines(stream: IO[bytes], encoding: str, name: str) -> Iterator[str]:
+    """Decode a byte stream incrementally into lines (bounded memory for any log size).
+
+    A UTF-16/UTF-8 byte-order mark wins over ``encoding``. Bytes that are not valid in the
+    encoding raise :class:`UserInputError` naming the offset, with a hint.
+    """
+    head = stream.read(READ_CHUNK)
+    for bom, codec in (
+        (codecs.BOM_UTF8, "utf-8-sig"),
+        (codecs.BOM_UTF16_LE, "utf-16"),
+        (codecs.BOM_UTF16_BE, "utf-16"),
+    ):
+        if head.startswith(bom):
+            encoding = codec
+            break
+    try:
+        decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
+    except LookupError:
+        raise UserInputError(
+            f"unknown encoding '{encoding}'", "use a Python codec name such as utf-8, cp1252, gbk"
+        ) from None
+    offset = 0
+    pending = ""
+    chunk = head
+    while True:
+        final = not chunk
+        try:
+            text = decoder.decode(chunk, final=final)
+        except UnicodeDecodeError as exc:
+            raise UserInputError(
+                f"{name} is not valid {encoding}: byte 0x{exc.object[exc.start]:02x} at offset "
+                f"{offset + exc.start}",
+                "pass --encoding with the log's encoding (a Windows console is often cp1252, "
+                "cp437 or gbk), or convert it first, e.g. 'iconv -f cp1252 -t utf-8 LOG'",
+            ) from None
+        offset += len(chunk)
+        pending += text
+        parts = pending.split("\n")
+        pending = parts.pop()
+        for part in parts:
+            yield part.rstrip("\r")
+        if len(pending) > 4 * WINDOW:
+            # A line with no newline in sight: hand over the windows already complete.
+            cut = len(pending) - OVERLAP
+            yield pending[:cut]
+            pending = pending[cut:]
+        if final:
+            break
+        chunk = stream.read(READ_CHUNK)
+    if pending:
+        yield pending.rstrip("\r")

@@ -17,7 +17,7 @@ from envfactory.catalog import Platform, load_catalog, os_of, parse_platform
 from envfactory.cli.output import print_json, stdout_console
 from envfactory.compat import DriverVersion, GpuSpec, check, parse_driver
 from envfactory.errors import EXIT_OK, EXIT_PROBLEMS_FOUND, UserInputError
-from envfactory.explain import explain as explain_core
+from envfactory.explain import explain_lines, read_lines
 from envfactory.gpus import parse_capability, resolve_gpu
 from envfactory.nvml import detect
 from envfactory.probes import LiveProbes
@@ -116,18 +116,23 @@ def doctor(
 
 def explain(
     source: str = typer.Argument("-", help="A log file, or - for standard input."),
+    encoding: str = typer.Option(
+        "utf-8", "--encoding", help="The log's encoding (a byte-order mark wins), e.g. cp1252."
+    ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> int:
     """Recognize known TensorFlow/CUDA problems in a pasted log: each with its id, the matching
-    lines, the cause and the fix. Exit 3 when it recognized a problem."""
+    lines, the cause and the fix. The log is read as a stream (any size, bounded memory).
+    Findings marked 'note' are expected on a machine without a GPU. Exit 3 when it recognized a
+    problem, 0 when it found nothing or only notes."""
     if source == "-":
-        text = sys.stdin.read()
+        result = explain_lines(read_lines(sys.stdin.buffer, encoding, "standard input"))
     else:
         try:
-            text = Path(source).read_text(encoding="utf-8", errors="replace")
+            with Path(source).open("rb") as stream:
+                result = explain_lines(read_lines(stream, encoding, source))
         except OSError as exc:
             raise UserInputError(f"cannot read {source}: {exc.strerror}") from None
-    result = explain_core(text)
     if as_json:
         print_json(result.to_json())
     else:
@@ -135,11 +140,12 @@ def explain(
         if not result.problems:
             out.print("no known problem recognized")
         for p in result.problems:
-            out.print(f"[{p.id}] {p.cause}")
+            tag = f"{p.id}, note" if p.severity == "note" else p.id
+            out.print(f"[{tag}] {p.cause}", markup=False)
             for line in p.lines:
-                out.print(f"    > {line}")
-            out.print(f"  fix: {p.fix}")
-    return EXIT_PROBLEMS_FOUND if result.problems else EXIT_OK
+                out.print(f"    > {line}", markup=False, highlight=False)
+            out.print(f"  fix: {p.fix}", markup=False)
+    return EXIT_PROBLEMS_FOUND if result.has_problems else EXIT_OK
 
 
 def recommend(

@@ -1,0 +1,108 @@
+"""The real-log corpus of ``envfactory explain`` (tests/data/explain-corpus/) and its scoring.
+
+Each file starts with ``# source: URL``, ``# cause: ...`` (what the thread confirmed),
+``# expect: id, id`` (or ``none`` for a healthy or irrelevant log) and optionally
+``# split: held-out`` (collected after the patterns were frozen; never used to tune them). The
+rest is the log text quoted from the thread. Shared by tests/test_explain.py and
+benchmarks/bench_explain.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from envfactory.explain import explain
+
+CORPUS = Path(__file__).parent / "data" / "explain-corpus"
+
+
+@dataclass(frozen=True)
+class Log:
+    name: str
+    source: str
+    cause: str
+    expect: frozenset[str]
+    held_out: bool
+    text: str
+
+
+def load_corpus(directory: Path = CORPUS) -> list[Log]:
+    out = []
+    for path in sorted(directory.glob("*.txt")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        head: dict[str, str] = {}
+        body_start = 0
+        for i, line in enumerate(lines[:4]):
+            key, sep, value = line.partition(": ")
+            if line.startswith("# ") and sep and key[2:] in {"source", "cause", "expect", "split"}:
+                head[key[2:]] = value.strip()
+                body_start = i + 1
+        expect = head["expect"]
+        ids = frozenset() if expect == "none" else frozenset(s.strip() for s in expect.split(","))
+        out.append(
+            Log(
+                name=path.name,
+                source=head["source"],
+                cause=head["cause"],
+                expect=ids,
+                held_out=head.get("split") == "held-out",
+                text="\n".join(lines[body_start:]),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Score:
+    logs: int
+    healthy: int
+    false_positive_logs: tuple[str, ...]
+    """healthy logs with at least one finding of severity 'problem'"""
+    per_id: dict[str, tuple[int, int]]
+    """id -> (logs expecting it where it was found as a problem, logs expecting it)"""
+    missed: tuple[tuple[str, str], ...]
+    extra: tuple[tuple[str, str], ...]
+    """(log, id) reported as a problem on a log that does not expect it"""
+
+    @property
+    def recall(self) -> float:
+        found = sum(f for f, _ in self.per_id.values())
+        total = sum(t for _, t in self.per_id.values())
+        return found / total if total else 1.0
+
+    @property
+    def false_positive_rate(self) -> float:
+        return len(self.false_positive_logs) / self.healthy if self.healthy else 0.0
+
+
+def score(logs: Iterable[Log]) -> Score:
+    per_id: dict[str, list[int]] = {}
+    missed: list[tuple[str, str]] = []
+    extra: list[tuple[str, str]] = []
+    fps: list[str] = []
+    n = healthy = 0
+    for log in logs:
+        n += 1
+        found = {p.id for p in explain(log.text).problems if p.severity == "problem"}
+        if not log.expect:
+            healthy += 1
+            if found:
+                fps.append(log.name)
+        for pid in log.expect:
+            counts = per_id.setdefault(pid, [0, 0])
+            counts[1] += 1
+            if pid in found:
+                counts[0] += 1
+            else:
+                missed.append((log.name, pid))
+        extra.extend((log.name, pid) for pid in sorted(found - log.expect) if log.expect)
+    return Score(
+        logs=n,
+        healthy=healthy,
+        false_positive_logs=tuple(fps),
+        per_id={k: (v[0], v[1]) for k, v in sorted(per_id.items())},
+        missed=tuple(missed),
+        extra=tuple(extra),
+    )
