@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from explain_corpus import Score, load_corpus, score
 
-from envfactory.explain import explain, explain_lines, read_lines
+from envfactory.diagnose.explain import explain, explain_lines, read_lines
 
 
 def report(title: str, result: Score) -> None:

@@ -36,9 +36,10 @@ from channel_builder import (
     defaults_packages,
 )
 
-from envfactory.catalog import PLATFORMS, Platform, load_catalog
-from envfactory.channels import ChannelMap
-from envfactory.lock import LockRequest, lock_combo, solve_platform
+from envfactory.build.channels import ChannelMap
+from envfactory.build.lock import LockRequest, lock_combo, solve_platform
+from envfactory.catalog.loader import load_catalog
+from envfactory.catalog.model import PLATFORMS, Platform
 
 NAMES = 2000
 VERSIONS = 10
@@ -144,7 +145,7 @@ def main() -> None:
             ("linux-64",),
             channel_map=ChannelMap({"defaults": (root / "generated").as_uri()}),
         )
-        from envfactory import rattler_adapter
+        from envfactory.build import rattler_adapter
 
         specs = [*deep.conda_specs("linux-64"), "gen-pkg-1999", "gen-pkg-1500", "gen-pkg-1000"]
         vpk = deep.virtual("linux-64")

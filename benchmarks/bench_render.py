@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from envfactory.catalog import load_catalog
-from envfactory.render import render_combo
+from envfactory.build.render import render_combo
+from envfactory.catalog.loader import load_catalog
 
 PYTHON = sys.executable
 ENVFACTORY = shutil.which("envfactory", path=str(Path(sys.executable).parent)) or "envfactory"
@@ -51,7 +51,9 @@ def main() -> None:
 
     bare = median_seconds(lambda: run(PYTHON, "-c", "pass"), repeat)
     load = median_seconds(
-        lambda: run(PYTHON, "-c", "from envfactory.catalog import load_catalog; load_catalog()"),
+        lambda: run(
+            PYTHON, "-c", "from envfactory.catalog.loader import load_catalog; load_catalog()"
+        ),
         repeat,
     )
     import_only = median_seconds(lambda: run(PYTHON, "-c", "import envfactory.catalog"), repeat)

@@ -544,7 +544,7 @@ def build_wheel_folder(folder: Path, reports: Iterable[Path]) -> Path:
     from packaging.utils import canonicalize_name, parse_wheel_filename
     from packaging.version import Version
 
-    from envfactory.pypi import platform_tags
+    from envfactory.build.pypi import platform_tags
 
     @dataclass
     class Target:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from envfactory.explain import explain
+from envfactory.diagnose.explain import explain
 
 CORPUS = Path(__file__).parent / "data" / "explain-corpus"
 

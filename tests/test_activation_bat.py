@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from shells.harness import SetVar, Snap, Source, Step, UnsetVar
 from shells.wine import SessionResult, WinePrefix, run_cmd_sessions, unix_path, win_path
 
-from envfactory.activation import install_activation, js_relpath, plan_for, script_relpath
-from envfactory.catalog import load_catalog
-from envfactory.templating import templates_dir
+from envfactory.activation.plan import install_activation, js_relpath, plan_for, script_relpath
+from envfactory.build.templating import templates_dir
+from envfactory.catalog.loader import load_catalog
 
 pytestmark = [
     pytest.mark.wine,

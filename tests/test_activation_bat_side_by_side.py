@@ -24,11 +24,18 @@ from shells.conda_cmd import CondaCmd, block
 from shells.harness import Snap, Step
 from shells.wine import WinePrefix, run_cmd_sessions, win_path
 
-from envfactory.activation import STATE_PREFIX, ActivationPlan, js_relpath, plan_for, script_relpath
-from envfactory.catalog import Combo, Platform, load_catalog
-from envfactory.channels import ChannelMap
-from envfactory.create import create_environment
-from envfactory.lock import LockRequest, lock_combo
+from envfactory.activation.plan import (
+    STATE_PREFIX,
+    ActivationPlan,
+    js_relpath,
+    plan_for,
+    script_relpath,
+)
+from envfactory.build.channels import ChannelMap
+from envfactory.build.create import create_environment
+from envfactory.build.lock import LockRequest, lock_combo
+from envfactory.catalog.loader import load_catalog
+from envfactory.catalog.model import Combo, Platform
 
 pytestmark = pytest.mark.wine
 

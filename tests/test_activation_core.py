@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from shells import conda_sim
 
 from envfactory import __version__
-from envfactory.activation import activation_scripts, install_activation, plan_for
-from envfactory.catalog import load_catalog
-from envfactory.templating import templates_dir
+from envfactory.activation.plan import activation_scripts, install_activation, plan_for
+from envfactory.build.templating import templates_dir
+from envfactory.catalog.loader import load_catalog
 
 CORE: dict[str, Any] = {}
 exec(  # the very file the .xsh scripts include

@@ -22,16 +22,16 @@ from test_activation_core import CORE
 from tree_sitter import Language, Node, Parser
 
 from envfactory import __version__
-from envfactory.activation import (
+from envfactory.activation.plan import (
     STATE_PREFIX,
     ActivationPlan,
     activation_scripts,
     plan_for,
     render_script,
 )
-from envfactory.catalog import load_catalog
-from envfactory.shellquote import powershell
-from envfactory.templating import templates_dir
+from envfactory.activation.shellquote import powershell
+from envfactory.build.templating import templates_dir
+from envfactory.catalog.loader import load_catalog
 
 PARSER = Parser(Language(tree_sitter_powershell.language()))
 WINDOWS_COMBOS = sorted(n for n, c in load_catalog().combos.items() if "win-64" in c.platforms)

@@ -24,8 +24,8 @@ from shells.harness import (
 )
 from test_activation_core import CORE, apply, entry
 
-from envfactory.activation import install_activation, plan_for
-from envfactory.catalog import load_catalog
+from envfactory.activation.plan import install_activation, plan_for
+from envfactory.catalog.loader import load_catalog
 
 pytestmark = pytest.mark.shell
 COMBO = "tf114-cuda100"

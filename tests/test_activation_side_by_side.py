@@ -16,7 +16,7 @@ import pytest
 from shells.conda_steps import CondaSim
 from shells.harness import SCRIPT_EXT, UNIX_SHELLS, Snap, Step, run_session, shell_env
 
-from envfactory.activation import (
+from envfactory.activation.plan import (
     STATE_PREFIX,
     ActivationPlan,
     Shell,
@@ -24,10 +24,11 @@ from envfactory.activation import (
     plan_for,
     script_relpath,
 )
-from envfactory.catalog import Combo, Platform, load_catalog
-from envfactory.channels import ChannelMap
-from envfactory.create import create_environment
-from envfactory.lock import LockRequest, lock_combo
+from envfactory.build.channels import ChannelMap
+from envfactory.build.create import create_environment
+from envfactory.build.lock import LockRequest, lock_combo
+from envfactory.catalog.loader import load_catalog
+from envfactory.catalog.model import Combo, Platform
 
 PLATFORM: Platform = "linux-64"
 TF1, TF2 = "tf114-cuda100", "tf210-cuda112"

@@ -11,16 +11,8 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from envfactory.catalog import (
-    DATA_FILES,
-    PLATFORMS,
-    VARIANT_PACKAGES,
-    Catalog,
-    CondaPin,
-    PipPin,
-    load_catalog,
-    load_catalog_from,
-)
+from envfactory.catalog.loader import DATA_FILES, load_catalog, load_catalog_from
+from envfactory.catalog.model import PLATFORMS, VARIANT_PACKAGES, Catalog, CondaPin, PipPin
 from envfactory.errors import CatalogError, UserInputError
 
 DATA = Path(__file__).parent / "data"

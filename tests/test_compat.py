@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.catalog import load_catalog, parse_platform
-from envfactory.compat import GpuSpec, check, parse_driver
+from envfactory.catalog.gpus import parse_capability, resolve_gpu
+from envfactory.catalog.loader import load_catalog
+from envfactory.catalog.model import parse_platform
+from envfactory.diagnose.compat import GpuSpec, check, parse_driver
 from envfactory.errors import UserInputError
-from envfactory.gpus import parse_capability, resolve_gpu
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 
@@ -164,7 +165,7 @@ def test_cli_json_and_exit_codes() -> None:
 
 
 def test_fix_prefers_a_combo_whose_facts_are_confirmed() -> None:
-    from envfactory.compat import unconfirmed_facts
+    from envfactory.diagnose.compat import unconfirmed_facts
 
     catalog = load_catalog()
     r = _check("tf114-cuda100", "8.6")  # an RTX 30xx on CUDA 10.0

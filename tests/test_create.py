@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.catalog import load_catalog
-from envfactory.channels import ChannelMap
-from envfactory.create import create_environment
+from envfactory.build.channels import ChannelMap
+from envfactory.build.create import create_environment
+from envfactory.build.lock import LockRequest, check_lock, lock_combo
+from envfactory.build.verify import verify_environment
+from envfactory.catalog.loader import load_catalog
 from envfactory.errors import ToolError, UserInputError
-from envfactory.lock import LockRequest, check_lock, lock_combo
-from envfactory.verify import verify_environment
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 CONDA_LOCK = str(Path(sys.executable).parent / "conda-lock")
@@ -138,11 +138,11 @@ def test_acceptance_end_to_end(test_channels: dict[str, Path], tmp_path: Path) -
     # A pin change: the same request over an edited catalog (the shipped one is read-only here).
     import dataclasses
 
-    import envfactory.catalog as catalog_module
-    from envfactory.catalog import load_catalog_from
+    import envfactory as package
+    from envfactory.catalog.loader import load_catalog_from
 
     data = tmp_path / "catalog"
-    shutil.copytree(Path(catalog_module.__file__).parent / "data", data)
+    shutil.copytree(Path(package.__file__).parent / "data", data)
     combos = data / "combos.yaml"
     text = combos.read_text()
     combos.write_text(text.replace('"scikit-image=0.16.2"', '"scikit-image=0.16.1"'))

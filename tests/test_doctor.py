@@ -11,10 +11,17 @@ from pathlib import Path
 
 import pynvml
 
-from envfactory.catalog import OperatingSystem, load_catalog
-from envfactory.doctor import diagnose
-from envfactory.nvml import MachineGpus, parse_nvml_dump, parse_smi_q, parse_smi_query, probe_nvml
-from envfactory.probes import (
+from envfactory.catalog.loader import load_catalog
+from envfactory.catalog.model import OperatingSystem
+from envfactory.diagnose.doctor import diagnose
+from envfactory.diagnose.nvml import (
+    MachineGpus,
+    parse_nvml_dump,
+    parse_smi_q,
+    parse_smi_query,
+    probe_nvml,
+)
+from envfactory.diagnose.probes import (
     FsView,
     MappingFs,
     TfCheck,

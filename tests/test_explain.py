@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from explain_corpus import CORPUS, load_corpus, score
 
-from envfactory.errors import CatalogError, UserInputError
-from envfactory.explain import (
+from envfactory.diagnose.explain import (
     WINDOW,
     _load,
     explain,
@@ -23,6 +22,7 @@ from envfactory.explain import (
     read_lines,
     table,
 )
+from envfactory.errors import CatalogError, UserInputError
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 LOGS = load_corpus()

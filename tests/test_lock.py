@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-import envfactory.catalog
-from envfactory.catalog import Platform, load_catalog, load_catalog_from
-from envfactory.channels import ChannelMap, load_channel_map
+import envfactory
+from envfactory.build.channels import ChannelMap, load_channel_map
+from envfactory.build.checks import LockedPackage, check_solution
+from envfactory.build.lock import LockRequest, check_lock, lock_combo, solve_platform
+from envfactory.build.rattler_adapter import matches
+from envfactory.catalog.loader import load_catalog, load_catalog_from
+from envfactory.catalog.model import Platform
 from envfactory.errors import ToolError, UserInputError
-from envfactory.lock import LockRequest, check_lock, lock_combo, solve_platform
-from envfactory.rattler_adapter import matches
-from envfactory.solve import LockedPackage, check_solution
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 CONDA_LOCK = str(Path(sys.executable).parent / "conda-lock")
@@ -289,7 +290,7 @@ def test_check_fresh_then_stale_after_a_pin_changes(
     assert check_lock(req, tmp_path).fresh
 
     data = tmp_path / "catalog"
-    shutil.copytree(Path(envfactory.catalog.__file__).parent / "data", data)
+    shutil.copytree(Path(envfactory.__file__).parent / "data", data)
     combos = data / "combos.yaml"
     combos.write_text(combos.read_text().replace('"numpy=1.16.4"', '"numpy=1.16.5"', 1))
     edited = load_catalog_from(data).combo("tf114-cuda100")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.condalock_adapter import read_lock
+from envfactory.build.condalock_adapter import read_lock
 
 ENVFACTORY = shutil.which("envfactory", path=str(Path(sys.executable).parent))
 SHIM = Path(__file__).parent / "tools" / "conda_shim.py"

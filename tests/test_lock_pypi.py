@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.pypi import lock_requirements
-from envfactory.solve import LockedPackage
+from envfactory.build.checks import LockedPackage
+from envfactory.build.pypi import lock_requirements
 
 DATA = Path(__file__).parent / "data" / "pypi"
 

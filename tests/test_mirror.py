@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.catalog import load_catalog
-from envfactory.channels import ChannelMap
+from envfactory.build.channels import ChannelMap
+from envfactory.build.checks import LockedPackage
+from envfactory.build.lock import LockRequest, lock_combo
+from envfactory.build.mirror import fetch_verified, mirror_lock
+from envfactory.catalog.loader import load_catalog
 from envfactory.errors import ToolError
-from envfactory.lock import LockRequest, lock_combo
-from envfactory.mirror import fetch_verified, mirror_lock
-from envfactory.solve import LockedPackage
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 

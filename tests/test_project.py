@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.project import ProjectError, load_project
+from envfactory.project.manifest import ProjectError, load_project
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "tf1-tf2"

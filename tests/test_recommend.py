@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from envfactory.catalog import load_catalog
-from envfactory.compat import GpuSpec, check, parse_driver
-from envfactory.gpus import parse_capability
-from envfactory.recommend import parse_tf_filter, recommend
+from envfactory.catalog.gpus import parse_capability
+from envfactory.catalog.loader import load_catalog
+from envfactory.diagnose.compat import GpuSpec, check, parse_driver
+from envfactory.diagnose.recommend import parse_tf_filter, recommend
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from envfactory.catalog import PLATFORMS, Catalog, load_catalog
+from envfactory.build.render import render_combo
+from envfactory.build.templating import render_template
+from envfactory.catalog.loader import load_catalog
+from envfactory.catalog.model import PLATFORMS, Catalog
 from envfactory.errors import CatalogError
 from envfactory.fsio import RenderedFile
-from envfactory.render import render_combo
-from envfactory.templating import render_template
 
 ROOT = Path(__file__).parent.parent
 GOLDENS = Path(__file__).parent / "goldens" / "render"

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.catalog import load_catalog
-from envfactory.channels import ChannelMap
-from envfactory.create import create_environment
-from envfactory.lock import LockRequest, lock_combo
-from envfactory.verify import verify_environment
+from envfactory.build.channels import ChannelMap
+from envfactory.build.create import create_environment
+from envfactory.build.lock import LockRequest, lock_combo
+from envfactory.build.verify import verify_environment
+from envfactory.catalog.loader import load_catalog
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 

@@ -9,11 +9,13 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from envfactory.catalog import describe, load_catalog, parse_platform, summarize
+from envfactory.build.render import render_combo
+from envfactory.catalog.loader import load_catalog
+from envfactory.catalog.model import parse_platform
+from envfactory.catalog.views import describe, summarize
 from envfactory.cli.output import print_json, stdout_console
 from envfactory.errors import EXIT_OK
 from envfactory.fsio import write_rendered
-from envfactory.render import render_combo
 
 JSON_HELP = "Print machine-readable JSON instead of a table."
 

@@ -12,17 +12,18 @@ from pathlib import Path
 
 import typer
 
-from envfactory import doctor as doctor_core
-from envfactory.catalog import Platform, load_catalog, os_of, parse_platform
+from envfactory.catalog.gpus import parse_capability, resolve_gpu
+from envfactory.catalog.loader import load_catalog
+from envfactory.catalog.model import Platform, os_of, parse_platform
 from envfactory.cli.output import print_json, stdout_console
-from envfactory.compat import DriverVersion, GpuSpec, check, parse_driver
+from envfactory.diagnose import doctor as doctor_core
+from envfactory.diagnose.compat import DriverVersion, GpuSpec, check, parse_driver
+from envfactory.diagnose.explain import explain_lines, read_lines
+from envfactory.diagnose.nvml import detect
+from envfactory.diagnose.probes import LiveProbes
+from envfactory.diagnose.recommend import parse_tf_filter
+from envfactory.diagnose.recommend import recommend as recommend_core
 from envfactory.errors import EXIT_OK, EXIT_PROBLEMS_FOUND, UserInputError
-from envfactory.explain import explain_lines, read_lines
-from envfactory.gpus import parse_capability, resolve_gpu
-from envfactory.nvml import detect
-from envfactory.probes import LiveProbes
-from envfactory.recommend import parse_tf_filter
-from envfactory.recommend import recommend as recommend_core
 
 JSON_HELP = "Print machine-readable JSON instead of text."
 GPU_HELP = "GPU model, e.g. 'RTX 3080', 'NVIDIA H200' (matched tolerantly)."

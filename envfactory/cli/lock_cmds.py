@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
-from envfactory.catalog import Platform, load_catalog, parse_platform
+from envfactory.catalog.loader import load_catalog
+from envfactory.catalog.model import Platform, parse_platform
 from envfactory.cli.output import note, print_json, stdout_console
 from envfactory.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS_FOUND, UserInputError
 
 if TYPE_CHECKING:
-    from envfactory.lock import LockRequest
+    from envfactory.build.lock import LockRequest
 
 JSON_HELP = "Print machine-readable JSON instead of text."
 COMBO_HELP = "Combo name, e.g. tf114-cuda100 (see 'envfactory list')."
@@ -55,9 +56,9 @@ def _lock_targets(
 ) -> list[_Target]:
     """``lock`` = every environment of the project; ``lock NAME`` = the project environment
     NAME if the project defines one, else the combo NAME."""
-    from envfactory.channels import CONFIG_FILE, load_channel_map
-    from envfactory.lock import SOLVERS, LockRequest, read_virtual_spec
-    from envfactory.project import PROJECT_FILE, find_project, lock_request
+    from envfactory.build.channels import CONFIG_FILE, load_channel_map
+    from envfactory.build.lock import SOLVERS, LockRequest, read_virtual_spec
+    from envfactory.project.manifest import PROJECT_FILE, find_project, lock_request
 
     if solver not in SOLVERS:
         raise UserInputError(f"unknown solver '{solver}'", f"use one of: {', '.join(SOLVERS)}")
@@ -165,7 +166,7 @@ def lock(
     TensorFlow build, or a cudatoolkit, cudnn, python or numpy outside the combo's pins, or a
     package whose dependencies are not all in the lock. Same inputs, same bytes.
     """
-    from envfactory.lock import check_lock, lock_combo
+    from envfactory.build.lock import check_lock, lock_combo
 
     targets = _lock_targets(
         target, project_file, platform, python, channel_map, solver,
@@ -294,9 +295,9 @@ def create(
     or an interrupt leaves nothing behind. A project environment without -p/-n goes to envs/ENV
     next to envfactory.yaml.
     """
-    from envfactory.channels import ChannelMap, parse_pairs
-    from envfactory.create import create_environment, resolve_lock
-    from envfactory.project import find_project
+    from envfactory.build.channels import ChannelMap, parse_pairs
+    from envfactory.build.create import create_environment, resolve_lock
+    from envfactory.project.manifest import find_project
 
     if prefix is not None and name is not None:
         raise UserInputError("give exactly one of -p PREFIX and -n NAME", "e.g. -p ./envs/tf114")
@@ -350,7 +351,7 @@ def verify(
 
     Exit 0 only when they are identical, 3 otherwise.
     """
-    from envfactory.verify import verify_environment
+    from envfactory.build.verify import verify_environment
 
     report = verify_environment(prefix, lock_file)
     if as_json:

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import typer
 
-from envfactory.catalog import parse_platform
+from envfactory.catalog.model import parse_platform
 from envfactory.cli.output import note, print_json, stdout_console
 from envfactory.errors import EXIT_OK, UserInputError
 
@@ -39,7 +39,7 @@ def mirror(
     download is resumed on the next run. Then, on a machine with no other channel:
     envfactory create ENV --channel-map NAME=file://DIRECTORY --pip-index DIRECTORY/wheels
     """
-    from envfactory.mirror import mirror_lock
+    from envfactory.build.mirror import mirror_lock
 
     lock_path = _lock_of(target, project_file, locks_dir)
     note(f"mirroring {lock_path} into {directory}")
@@ -71,8 +71,8 @@ def mirror(
 
 
 def _lock_of(target: str, project_file: Path | None, locks_dir: Path | None) -> Path:
-    from envfactory.create import resolve_lock
-    from envfactory.project import find_project
+    from envfactory.build.create import resolve_lock
+    from envfactory.project.manifest import find_project
 
     project = find_project(project_file)
     if project is not None and target in project.environments:
@@ -101,8 +101,8 @@ def kernel(
     """Register a Jupyter kernel whose kernel.json carries the environment's activation:
     PATH, LD_LIBRARY_PATH, CUDA_PATH and TF_CPP_MIN_LOG_LEVEL as the activate.d scripts set
     them (Jupyter does not run those scripts for kernels)."""
-    from envfactory.kernel import TARGETS, install_kernel
-    from envfactory.project import find_project
+    from envfactory.activation.kernel import TARGETS, install_kernel
+    from envfactory.project.manifest import find_project
 
     if where not in TARGETS:
         raise UserInputError(f"unknown --target '{where}'", f"use one of: {', '.join(TARGETS)}")

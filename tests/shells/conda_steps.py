@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from envfactory import shellquote
+from envfactory.activation import shellquote
 from shells.harness import SCRIPT_EXT, SetVar, Source, Step, UnsetVar
 
 # Reads PATH from its environment, prints it edited the way conda edits it (conda/activate.py,

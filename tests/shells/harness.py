@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from envfactory import shellquote
+from envfactory.activation import shellquote
 
 UNIX_SHELLS = ("bash", "zsh", "dash", "fish", "tcsh", "xonsh")
 SCRIPT_EXT = {

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from envfactory.pypi import platform_tags
+from envfactory.build.pypi import platform_tags
 
 HERE = Path(__file__).parent
 TARGETS = {

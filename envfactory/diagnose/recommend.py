@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envfactory.catalog import Catalog, Platform
-from envfactory.compat import Candidate, DriverVersion, GpuSpec, runnable_combos
+from envfactory.catalog.model import Catalog, Platform
+from envfactory.diagnose.compat import Candidate, DriverVersion, GpuSpec, runnable_combos
 from envfactory.errors import UserInputError
 
 

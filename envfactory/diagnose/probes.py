@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Literal, Protocol
 
-from envfactory.catalog import Combo, OperatingSystem
+from envfactory.catalog.model import Combo, OperatingSystem
 
 Origin = Literal[
     "application",

@@ -11,10 +11,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from envfactory.catalog import Platform
-from envfactory.create import MARKER, host_platform
+from envfactory.catalog.model import Platform
+from envfactory.build.create import MARKER, host_platform
 from envfactory.errors import UserInputError
-from envfactory.solve import LockedPackage
+from envfactory.build.checks import LockedPackage
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def _lock_of(prefix: Path, lock: Path | None) -> tuple[Path, Platform | None]:
 def verify_environment(
     prefix: Path, lock: Path | None = None, platform: Platform | None = None
 ) -> VerifyReport:
-    from envfactory import condalock_adapter
+    from envfactory.build import condalock_adapter
 
     lock_path, recorded_platform = _lock_of(prefix, lock)
     chosen = platform or recorded_platform or host_platform()

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from envfactory.catalog.gpus import Capability, parse_capability, resolve_gpu
 from envfactory.errors import UserInputError
-from envfactory.gpus import Capability, parse_capability, resolve_gpu
 
 ProbeSource = Literal["nvml", "nvidia-smi", "none"]
 

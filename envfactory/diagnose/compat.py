@@ -34,9 +34,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from envfactory.catalog import Catalog, Combo, GpuTargets, Platform, Toolkit, os_of
+from envfactory.catalog.gpus import Capability, parse_capability
+from envfactory.catalog.model import Catalog, Combo, GpuTargets, Platform, Toolkit, os_of
 from envfactory.errors import UserInputError
-from envfactory.gpus import Capability, parse_capability
 
 Verdict = Literal[
     "platform-unsupported", "driver-too-old", "gpu-too-new", "gpu-too-old", "supported", "ptx-jit"

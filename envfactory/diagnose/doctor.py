@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from envfactory.catalog import Catalog, Combo, Platform, os_of
-from envfactory.compat import CompatResult, GpuSpec, check, parse_driver
-from envfactory.errors import UserInputError
-from envfactory.explain import explain
-from envfactory.nvml import MachineGpus
-from envfactory.probes import (
+from envfactory.catalog.model import Catalog, Combo, Platform, os_of
+from envfactory.diagnose.compat import CompatResult, GpuSpec, check, parse_driver
+from envfactory.diagnose.explain import explain
+from envfactory.diagnose.nvml import MachineGpus
+from envfactory.diagnose.probes import (
     LibraryLocation,
     MachineProbes,
     SearchDir,
@@ -29,6 +28,7 @@ from envfactory.probes import (
     search_dirs,
     variable_dirs,
 )
+from envfactory.errors import UserInputError
 
 Severity = Literal["problem", "warning", "info"]
 

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote, urlparse
 
-from envfactory.catalog import Platform
-from envfactory.create import verify_file
+from envfactory.catalog.model import Platform
+from envfactory.build.create import verify_file
 from envfactory.errors import ToolError, UserInputError
-from envfactory.solve import LockedPackage
+from envfactory.build.checks import LockedPackage
+from envfactory.build.lockmeta import LockMetadata
 
 if TYPE_CHECKING:
     import requests
@@ -78,7 +79,8 @@ def mirror_lock(
 ) -> MirrorResult:
     """Download exactly the packages of ``lock_path`` (all its platforms unless ``platforms``),
     check each against the lock's hash, and index ``directory`` as a channel."""
-    from envfactory import condalock_adapter, rattler_adapter
+    from envfactory.build import condalock_adapter
+    from envfactory.build import rattler_adapter
 
     say = progress or (lambda _m: None)
     lock = condalock_adapter.read_lock(lock_path)
@@ -106,8 +108,8 @@ def mirror_lock(
             say(f"[{index}/{len(wanted)}] {rel}: {outcome}")
     say(f"indexing {directory}")
     rattler_adapter.index_channel(directory)
-    recorded = json.loads(lock.custom_metadata.get("envfactory.channels") or "{}")
-    return MirrorResult(directory, lock_path, chosen, outcomes, dict(recorded))
+    recorded = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(lock_path))
+    return MirrorResult(directory, lock_path, chosen, outcomes, dict(recorded.channels))
 
 
 def fetch_verified(pkg: LockedPackage, dest: Path, session: requests.Session) -> Outcome:

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from envfactory import __version__
-from envfactory.activation import activation_scripts
-from envfactory.catalog import (
+from envfactory.activation.plan import activation_scripts
+from envfactory.catalog.model import (
     PLATFORMS,
     ROUTE_TITLES,
     Combo,
@@ -20,7 +20,7 @@ from envfactory.catalog import (
 )
 from envfactory.errors import UserInputError
 from envfactory.fsio import RenderedFile
-from envfactory.templating import render_template
+from envfactory.build.templating import render_template
 
 # Assumed for every linux-64 lock unless a route says otherwise: manylinux2014 wheels and
 # conda-forge's CUDA builds need glibc >= 2.17.

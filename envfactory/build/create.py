@@ -27,11 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from envfactory.activation import install_activation
-from envfactory.catalog import PLATFORMS, Platform, load_catalog
-from envfactory.channels import ChannelMap
+from envfactory.activation.plan import install_activation
+from envfactory.catalog.loader import load_catalog
+from envfactory.catalog.model import PLATFORMS, Platform
+from envfactory.build.channels import ChannelMap
+from envfactory.build.lockmeta import LockMetadata
 from envfactory.errors import ToolError, UserInputError
-from envfactory.solve import LockedPackage
+from envfactory.build.checks import LockedPackage
 
 Progress = Callable[[str], None]
 MARKER = "envfactory.json"  # conda-meta/envfactory.json: which lock built this prefix
@@ -173,7 +175,9 @@ def create_environment(
     channel_map: ChannelMap | None = None,
     wheel_dir: Path | None = None,
 ) -> CreateResult:
-    from envfactory import condalock_adapter, pypi, rattler_adapter
+    from envfactory.build import condalock_adapter
+    from envfactory.build import pypi
+    from envfactory.build import rattler_adapter
 
     say = progress or (lambda _m: None)
     target_platform = platform or host_platform()
@@ -184,11 +188,10 @@ def create_environment(
             f"{', '.join(lock.platforms)})",
             f"lock for this platform: envfactory lock COMBO --platform {target_platform}",
         )
-    meta = lock.custom_metadata
-    recorded = json.loads(meta.get("envfactory.channels") or "{}")
+    meta = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(lock_path))
     packages = relocate(
         [p for p in lock.packages if p.platform == target_platform],
-        recorded,
+        dict(meta.channels),
         channel_map,
         wheel_dir,
     )
@@ -200,8 +203,8 @@ def create_environment(
             f"{prefix} exists and is not empty",
             "choose another prefix, or pass --force to replace it",
         )
-    python = meta.get("envfactory.python") or _python_of(conda)
-    glibc = _virtual(meta.get(f"envfactory.virtual_packages.{target_platform}", "")).get("__glibc")
+    python = meta.python or _python_of(conda)
+    glibc = meta.virtual_packages.get(target_platform, {}).get("__glibc")
 
     prefix.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{prefix.name}.envfactory-", dir=prefix.parent))
@@ -221,14 +224,14 @@ def create_environment(
         if wheels:
             say(f"installing {len(wheels)} pip wheels (hashes checked by pip --require-hashes)")
             pypi.install_wheels(wheels, staging, target_platform, python, glibc)
-        activation, note = _activation(meta.get("envfactory.combo"), staging, target_platform)
-        variables = json.loads(meta.get("envfactory.variables") or "{}")
-        if variables:
-            _write_state(staging, variables)
+        activation, note = _activation(meta.combo, staging, target_platform)
+        if meta.variables:
+            _write_state(staging, dict(meta.variables))
         marker = {"lock": str(lock_path.resolve()), "platform": target_platform}
-        for key in ("combo", "environment"):
-            if meta.get(f"envfactory.{key}"):
-                marker[key] = meta[f"envfactory.{key}"]
+        if meta.combo:
+            marker["combo"] = meta.combo
+        if meta.environment:
+            marker["environment"] = meta.environment
         (staging / "conda-meta" / MARKER).write_text(
             json.dumps(marker, indent=1) + "\n", encoding="utf-8"
         )
@@ -286,10 +289,6 @@ def _python_of(conda: Sequence[LockedPackage]) -> str:
         if pkg.name == "python":
             return ".".join(pkg.version.split(".")[:2])
     return "3"
-
-
-def _virtual(text: str) -> dict[str, str]:
-    return dict(pair.split("=", 1) for pair in text.split(",") if "=" in pair)
 
 
 def _activation(

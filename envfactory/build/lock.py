@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Literal
 
 from envfactory import __version__
-from envfactory.catalog import PLATFORMS, Combo, Platform
-from envfactory.channels import ChannelMap
+from envfactory.catalog.model import PLATFORMS, Combo, Platform
+from envfactory.build.channels import ChannelMap
 from envfactory.errors import ToolError, UserInputError
 from envfactory.fsio import RenderedFile, atomic_write_many
-from envfactory.render import (
+from envfactory.build.render import (
     NO_ADDITIONS,
     VIRTUAL_PACKAGES_FILE,
     Additions,
@@ -37,7 +37,8 @@ from envfactory.render import (
     render_combo,
     resolve_python,
 )
-from envfactory.solve import LockedPackage, check_solution, refuse, solver_hint
+from envfactory.build.checks import LockedPackage, check_solution, refuse, solver_hint
+from envfactory.build.lockmeta import LockMetadata
 
 SolverKind = Literal["rattler", "conda-lock"]
 SOLVERS: tuple[SolverKind, ...] = ("rattler", "conda-lock")
@@ -214,7 +215,7 @@ def solve_platform(
     """Solve the conda part of one platform with py-rattler, then check it (exit 2 on either
     failure). ``virtual`` replaces the request's virtual packages; tests use it to show what the
     solver says without ``__cuda``."""
-    from envfactory import rattler_adapter
+    from envfactory.build import rattler_adapter
 
     spec = request.spec(platform)
     vpkgs = dict(virtual) if virtual is not None else request.virtual(platform)
@@ -245,7 +246,7 @@ def _pip_packages(
     requirements = request.pip_requirements(platform)
     if not requirements:
         return []
-    from envfactory import pypi
+    from envfactory.build import pypi
 
     progress(f"{platform}: locking pip packages {', '.join(requirements)}")
     packages = pypi.lock_requirements(
@@ -317,7 +318,7 @@ def lock_combo(
 def _solve_with_conda_lock(
     request: LockRequest, platform: Platform, rendered: Sequence[RenderedFile]
 ) -> list[LockedPackage]:
-    from envfactory import condalock_adapter
+    from envfactory.build import condalock_adapter
 
     with tempfile.TemporaryDirectory(prefix="envfactory-render-") as tmp:
         _write_inputs(rendered, Path(tmp))
@@ -344,7 +345,7 @@ def _write_inputs(rendered: Sequence[RenderedFile], directory: Path) -> None:
 
 
 def _matches() -> Callable[[str, LockedPackage], bool]:
-    from envfactory import rattler_adapter
+    from envfactory.build import rattler_adapter
 
     return rattler_adapter.matches
 
@@ -354,7 +355,8 @@ def _lock_files(
     rendered: Sequence[RenderedFile],
     solved: Mapping[Platform, Sequence[LockedPackage]],
 ) -> list[tuple[str, str]]:
-    from envfactory import condalock_adapter, rattler_adapter
+    from envfactory.build import condalock_adapter
+    from envfactory.build import rattler_adapter
 
     with tempfile.TemporaryDirectory(prefix="envfactory-render-") as tmp:
         _write_inputs(rendered, Path(tmp))
@@ -369,25 +371,19 @@ def _lock_files(
         if request.solver == "rattler"
         else "conda-lock (conda-lock lock CLI)"
     )
-    custom = {
-        "envfactory.version": __version__,
-        "envfactory.combo": request.combo.name,
-        "envfactory.python": request.python,
-        "envfactory.regenerate": request.regenerate(),
-        "envfactory.solver": solver,
-        "envfactory.channels": json.dumps(request.channel_map.describe(channel_names)),
-        "envfactory.inputs_sha256": inputs_hash({p: request.inputs(p) for p in request.platforms}),
-    }
-    if not request.additions.empty:
-        custom["envfactory.environment"] = request.name
-        custom["envfactory.variables"] = json.dumps(
-            dict(sorted(request.additions.variables.items()))
-        )
-    for p in request.platforms:
-        custom[f"envfactory.virtual_packages.{p}"] = ",".join(
-            f"{k}={v}" for k, v in request.virtual(p).items()
-        )
-        custom[f"envfactory.inputs.{p}"] = json.dumps(request.inputs(p), sort_keys=True)
+    metadata = LockMetadata(
+        combo=request.combo.name,
+        python=request.python,
+        envfactory_version=__version__,
+        regenerate=request.regenerate(),
+        solver=solver,
+        channels=request.channel_map.describe(channel_names),
+        inputs_sha256=inputs_hash({p: request.inputs(p) for p in request.platforms}),
+        inputs={p: request.inputs(p) for p in request.platforms},
+        virtual_packages={p: request.virtual(p) for p in request.platforms},
+        environment=None if request.additions.empty else request.name,
+        variables=dict(request.additions.variables),
+    )
     packages = [pkg for p in request.platforms for pkg in solved[p]]
     sources = sorted({_env_file_of(rendered, p) for p in request.platforms})
     lock_text = condalock_adapter.render_lock(
@@ -396,7 +392,7 @@ def _lock_files(
         channels=request.channel_map.urls(channel_names),
         sources=sources,
         content_hash=content_hash,
-        custom_metadata=custom,
+        custom_metadata=metadata.to_custom_metadata(),
     )
     out = [(f.relpath, f.content) for f in rendered]
     out.append((LOCK_FILE, lock_text))
@@ -407,7 +403,7 @@ def _lock_files(
 
 def topological(packages: Sequence[LockedPackage]) -> list[LockedPackage]:
     """Dependencies before dependants, ties broken by name: a stable install order."""
-    from envfactory.solve import dependency_name
+    from envfactory.build.checks import dependency_name
 
     by_name = {p.name: p for p in packages}
     done: set[str] = set()
@@ -458,13 +454,13 @@ class CheckResult:
 
 
 def check_lock(request: LockRequest, directory: Path) -> CheckResult:
-    from envfactory import condalock_adapter
+    from envfactory.build import condalock_adapter
 
     path = directory / LOCK_FILE
     if not path.is_file():
         return CheckResult(False, (f"{path} does not exist",))
     lock = condalock_adapter.read_lock(path)
-    meta = lock.custom_metadata
+    meta = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(path))
     reasons: list[str] = []
     if tuple(lock.platforms) != request.platforms:
         reasons.append(
@@ -472,11 +468,10 @@ def check_lock(request: LockRequest, directory: Path) -> CheckResult:
             f"the request {', '.join(request.platforms)}"
         )
     for platform in request.platforms:
-        recorded_text = meta.get(f"envfactory.inputs.{platform}")
-        if recorded_text is None:
+        recorded = meta.inputs.get(platform)
+        if recorded is None:
             reasons.append(f"{platform}: the lock records no envfactory inputs")
             continue
-        recorded = json.loads(recorded_text)
         current = json.loads(json.dumps(request.inputs(platform)))
         for key in sorted(set(recorded) | set(current)):
             if recorded.get(key) != current.get(key):
@@ -485,7 +480,7 @@ def check_lock(request: LockRequest, directory: Path) -> CheckResult:
                 )
         if not (directory / explicit_name(platform)).is_file():
             reasons.append(f"{platform}: {explicit_name(platform)} is missing")
-    if not reasons and meta.get("envfactory.inputs_sha256") != inputs_hash(
+    if not reasons and meta.inputs_sha256 != inputs_hash(
         {p: request.inputs(p) for p in request.platforms}
     ):
         reasons.append("the recorded inputs hash does not match the inputs")

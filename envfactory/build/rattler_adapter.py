@@ -26,9 +26,9 @@ from rattler import (
 )
 from rattler.exceptions import GatewayError, InstallerError, InvalidMatchSpecError, SolverError
 
-from envfactory.catalog import Platform
+from envfactory.catalog.model import Platform
 from envfactory.errors import ToolError, UserInputError
-from envfactory.solve import LockedPackage, dependency_name
+from envfactory.build.checks import LockedPackage, dependency_name
 
 
 class Unsatisfiable(Exception):

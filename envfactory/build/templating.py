@@ -20,7 +20,7 @@ def templates_dir() -> Path:
     packaged = Path(str(resources.files("envfactory"))) / "templates"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parent.parent / "templates"
+    return Path(__file__).resolve().parents[2] / "templates"
 
 
 _PLAIN_YAML = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:=<>!*,+/-]*$")
@@ -48,7 +48,7 @@ def environment(directory: Path | None = None) -> jinja2.Environment:
     env.filters["yaml"] = yaml_str
     env.filters["yaml_quoted"] = lambda value: json.dumps(str(value), ensure_ascii=False)
     # --- shell quoting filters (activation scripts) --------------------------------------
-    from envfactory import shellquote
+    from envfactory.activation import shellquote
 
     for name, quote in shellquote.FILTERS.items():
         env.filters[f"{name}_quote"] = quote

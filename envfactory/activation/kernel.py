@@ -3,7 +3,7 @@
 A kernel that Jupyter starts from another environment runs the env's python directly: no
 ``activate.d`` script runs, so the CUDA libraries of a TF1 environment are not first on the
 library path and ``TF_CPP_MIN_LOG_LEVEL`` is unset (tensorflow/tensorflow#60790). The kernel.json
-written here sets what the activation plan (``envfactory.activation.plan_for``) sets:
+written here sets what the activation plan (``envfactory.activation.plan.plan_for``) sets:
 
 * ``PATH``: the env's own directories (as conda's activation puts them), then the plan's, then
   ``${PATH}`` -- jupyter_client substitutes ``${NAME}`` in a kernelspec's ``env`` from the
@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from envfactory.catalog import Platform, load_catalog, os_of
+from envfactory.catalog.loader import load_catalog
+from envfactory.catalog.model import Platform, os_of
 from envfactory.errors import UserInputError
 from envfactory.fsio import atomic_write
 
@@ -54,7 +55,7 @@ class EnvironmentFacts:
 
 
 def read_facts(prefix: Path) -> EnvironmentFacts:
-    from envfactory.create import MARKER
+    from envfactory.build.create import MARKER
 
     marker = prefix / "conda-meta" / MARKER
     if not marker.is_file():
@@ -78,9 +79,11 @@ def read_facts(prefix: Path) -> EnvironmentFacts:
 
 
 def _combo_from_lock(lock: Path) -> str:
-    from envfactory import condalock_adapter
+    from envfactory.build import condalock_adapter
+    from envfactory.build.lockmeta import LockMetadata
 
-    combo = condalock_adapter.read_lock(lock).custom_metadata.get("envfactory.combo")
+    meta = condalock_adapter.read_lock(lock).custom_metadata
+    combo = LockMetadata.from_custom_metadata(meta, where=str(lock)).combo
     if not combo:
         raise UserInputError(f"{lock} names no envfactory combo", "re-lock with envfactory")
     return combo
@@ -106,7 +109,7 @@ def python_executable(prefix: str, platform: Platform) -> str:
 
 def kernel_env(facts: EnvironmentFacts) -> dict[str, str]:
     """The kernelspec ``env``: the activation plan's settings, resolved against the prefix."""
-    from envfactory.activation import plan_for
+    from envfactory.activation.plan import plan_for
 
     plan = plan_for(load_catalog().combo(facts.combo), facts.platform)
     prefix = str(facts.prefix)

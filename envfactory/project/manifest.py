@@ -29,18 +29,12 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from envfactory.catalog import (
-    PLATFORMS,
-    VARIANT_PACKAGES,
-    Catalog,
-    Combo,
-    Platform,
-    load_catalog,
-)
-from envfactory.channels import ChannelMap
+from envfactory.build.channels import ChannelMap
+from envfactory.build.lock import LockRequest, SolverKind
+from envfactory.build.render import Additions, resolve_python
+from envfactory.catalog.loader import load_catalog
+from envfactory.catalog.model import PLATFORMS, VARIANT_PACKAGES, Catalog, Combo, Platform
 from envfactory.errors import CatalogError, UserInputError, did_you_mean
-from envfactory.lock import LockRequest, SolverKind
-from envfactory.render import Additions, resolve_python
 from envfactory.yamlio import YamlReader, line_of, load_yaml
 
 PROJECT_FILE = "envfactory.yaml"
@@ -292,7 +286,7 @@ class _ProjectLoader:
         return out
 
     def _conda(self, m: CommentedMap, env: ProjectEnvironment, what: str) -> tuple[str, ...]:
-        from envfactory import rattler_adapter
+        from envfactory.build import rattler_adapter
 
         channels = set(env.combo_channels()) | set(env.channels)
         out: list[str] = []

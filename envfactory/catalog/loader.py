@@ -1,240 +1,42 @@
-"""The catalog: TensorFlow/CUDA combos and the sourced facts behind them.
+"""The catalog loader: the YAML files in ``envfactory/data/`` become frozen records.
 
-The YAML files in ``envfactory/data/`` are read once, validated (unknown keys and wrong types are
-rejected with file and line) and turned into frozen records. Everything downstream (render, lock,
-compat, doctor) reads these records, never the YAML.
+Unknown keys and wrong types are rejected with file and line, once, here; everything downstream
+reads the records (``envfactory.catalog.model``), never the YAML.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar, cast, get_args
+from typing import Any, cast, get_args
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from envfactory.errors import CatalogError, UserInputError, did_you_mean
-from envfactory.yamlio import YamlReader, load_yaml
-
-Platform = Literal["linux-64", "win-64"]
-PLATFORMS: tuple[Platform, ...] = get_args(Platform)
-OperatingSystem = Literal["linux", "windows"]
-
-RouteKind = Literal["conda", "conda-cuda+pip", "pip-and-cuda"]
-ROUTES: tuple[RouteKind, ...] = get_args(RouteKind)
-ROUTE_TITLES: Mapping[RouteKind, str] = {
-    "conda": "conda packages (TensorFlow GPU build from a conda channel)",
-    "conda-cuda+pip": "conda CUDA libraries + pip TensorFlow wheel",
-    "pip-and-cuda": "pip tensorflow[and-cuda] (CUDA libraries as pip wheels)",
-}
-
-DriverThreshold = Literal["toolkit", "minor-version-compat"]
-
-# Packages whose build string selects the GPU/CPU variant or the CUDA version: pinned exactly.
-VARIANT_PACKAGES = frozenset(
-    {
-        "tensorflow-gpu",
-        "tensorflow",
-        "tensorflow-base",
-        "_tflow_select",
-        "cudatoolkit",
-        "cudnn",
-        "cupti",
-    }
+from envfactory.catalog.model import (
+    PLATFORMS,
+    ROUTES,
+    VARIANT_PACKAGES,
+    Catalog,
+    Combo,
+    CondaPin,
+    DriverThreshold,
+    Fact,
+    GpuTargets,
+    OperatingSystem,
+    PipPin,
+    Platform,
+    PlatformRoute,
+    RouteKind,
+    Source,
+    Toolkit,
+    Uncovered,
+    os_of,
 )
-
-T = TypeVar("T")
-
-
-def os_of(platform: Platform) -> OperatingSystem:
-    return "windows" if platform.startswith("win") else "linux"
-
-
-@dataclass(frozen=True)
-class Source:
-    id: str
-    citation: str
-    url: str | None
-
-
-@dataclass(frozen=True)
-class Fact(Generic[T]):
-    """One value with where it comes from and whether it was read verbatim in that source."""
-
-    value: T
-    sources: tuple[str, ...]
-    confirmed: bool
-    note: str | None = None
-
-
-@dataclass(frozen=True)
-class CondaPin:
-    name: str
-    version: str
-    build: str | None
-    channel: str | None
-    sources: tuple[str, ...]
-    confirmed: bool
-    note: str | None = None
-
-    @property
-    def spec(self) -> str:
-        """``name=version=build`` (or ``name=version``), the form conda and ``show`` use."""
-        return "=".join(p for p in (self.name, self.version, self.build) if p)
-
-    @property
-    def qualified_spec(self) -> str:
-        """The spec with its channel, ``channel::name=version=build``, for environment files."""
-        return f"{self.channel}::{self.spec}" if self.channel else self.spec
-
-
-@dataclass(frozen=True)
-class PipPin:
-    requirement: str
-    sources: tuple[str, ...]
-    confirmed: bool
-    note: str | None = None
-
-    @property
-    def name(self) -> str:
-        return re.split(r"[\[=<>!~ ;]", self.requirement, maxsplit=1)[0].lower()
-
-
-@dataclass(frozen=True)
-class PlatformRoute:
-    """How a combo is installed on one platform."""
-
-    platform: Platform
-    route: Fact[RouteKind]
-    channels: tuple[str, ...]
-    pythons: tuple[str, ...]
-    conda: tuple[CondaPin, ...]
-    conda_by_python: Mapping[str, tuple[CondaPin, ...]]
-    pip: tuple[PipPin, ...]
-    min_driver: Fact[str]
-    driver_threshold: DriverThreshold
-    glibc: str | None
-    targets: GpuTargets
-
-    def conda_pins(self, python: str) -> tuple[CondaPin, ...]:
-        return self.conda + self.conda_by_python.get(python, ())
-
-    def all_pins(self) -> tuple[CondaPin | PipPin, ...]:
-        """Every pin of the route, for every Python."""
-        per_python = tuple(p for pins in self.conda_by_python.values() for p in pins)
-        return (*self.conda, *per_python, *self.pip)
-
-
-@dataclass(frozen=True)
-class Uncovered:
-    """A platform a combo deliberately does not cover, and why."""
-
-    platform: Platform
-    reason: str
-    sources: tuple[str, ...]
-    alternative: str | None
-
-
-@dataclass(frozen=True)
-class GpuTargets:
-    """Compute capabilities a TensorFlow build carries as SASS (native) and as PTX (JIT)."""
-
-    id: str
-    sass: tuple[str, ...]
-    ptx: tuple[str, ...]
-    sources: tuple[str, ...]
-    confirmed: bool
-    note: str | None
-
-
-@dataclass(frozen=True)
-class Toolkit:
-    """A CUDA toolkit family: its drivers and the architectures it compiles for."""
-
-    version: str
-    release: str
-    driver: Mapping[OperatingSystem, str]
-    compat_floor: Mapping[OperatingSystem, str] | None
-    min_sm: str
-    max_sm: str
-    sources: tuple[str, ...]
-    confirmed: bool
-    note: str | None
-
-
-@dataclass(frozen=True)
-class Combo:
-    name: str
-    summary: str
-    tensorflow: Fact[str]
-    cuda: Fact[str]
-    cudnn: Fact[str]
-    python_default: str
-    targets: GpuTargets
-    toolkit: Toolkit
-    platforms: Mapping[Platform, PlatformRoute]
-    uncovered: Mapping[Platform, Uncovered]
-    tf_cpp_min_log_level: int
-    deviation: str | None
-    notes: tuple[str, ...] = field(default=())
-
-    @property
-    def python_allowed(self) -> tuple[str, ...]:
-        found = {py for route in self.platforms.values() for py in route.pythons}
-        return tuple(sorted(found, key=_version_key))
-
-    @property
-    def tf_series(self) -> tuple[int, int]:
-        major, minor = self.tensorflow.value.split(".")[:2]
-        return int(major), int(minor)
-
-    def route(self, platform: Platform) -> PlatformRoute:
-        if platform in self.platforms:
-            return self.platforms[platform]
-        gap = self.uncovered.get(platform)
-        reason = gap.reason if gap else "no route is recorded"
-        hint = (
-            f"use {gap.alternative}, or choose from: {', '.join(self.platforms)}"
-            if gap and gap.alternative
-            else f"covered platforms: {', '.join(self.platforms)}"
-        )
-        raise UserInputError(f"{self.name} does not cover {platform}: {reason}", hint)
-
-
-@dataclass(frozen=True)
-class Catalog:
-    combos: Mapping[str, Combo]
-    sources: Mapping[str, Source]
-    toolkits: Mapping[str, Toolkit]
-    targets: Mapping[str, GpuTargets]
-
-    def combo(self, name: str) -> Combo:
-        try:
-            return self.combos[name]
-        except KeyError:
-            hint = did_you_mean(name, self.combos, "envfactory list")
-            raise UserInputError(f"unknown combo '{name}'", hint) from None
-
-    def __iter__(self) -> Iterator[Combo]:
-        return iter(self.combos.values())
-
-
-def _version_key(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text))
-
-
-def parse_platform(text: str) -> Platform:
-    for platform in PLATFORMS:
-        if text == platform:
-            return platform
-    raise UserInputError(
-        f"unknown platform '{text}'", did_you_mean(text, PLATFORMS, "envfactory render --help")
-    )
-
+from envfactory.errors import CatalogError, did_you_mean
+from envfactory.yamlio import YamlReader, load_yaml
 
 _SPEC = re.compile(
     r"^(?:(?P<channel>[\w./-]+)::)?(?P<name>[\w.-]+)=(?P<version>[^=\s]+)(?:=(?P<build>[^=\s]+))?$"
@@ -565,135 +367,3 @@ def load_catalog() -> Catalog:
     data = resources.files("envfactory") / "data"
     texts = {name: (data / name).read_text(encoding="utf-8") for name in DATA_FILES}
     return _Loader(texts, str(data)).load()
-
-
-# --------------------------------------------------------------------------------------------
-# Plain-data views of a combo, for `list --json`, `show --json` and the human tables.
-
-
-def _fact_view(fact: Fact[str]) -> dict[str, Any]:
-    view: dict[str, Any] = {
-        "value": fact.value,
-        "sources": list(fact.sources),
-        "confirmed": fact.confirmed,
-    }
-    if fact.note:
-        view["note"] = fact.note
-    return view
-
-
-def _pin_view(pin: CondaPin | PipPin) -> dict[str, Any]:
-    spec = pin.qualified_spec if isinstance(pin, CondaPin) else pin.requirement
-    view: dict[str, Any] = {"spec": spec, "confirmed": pin.confirmed, "sources": list(pin.sources)}
-    if pin.note:
-        view["note"] = pin.note
-    return view
-
-
-def summarize(combo: Combo) -> dict[str, Any]:
-    """One row of ``envfactory list``."""
-    return {
-        "name": combo.name,
-        "tensorflow": combo.tensorflow.value,
-        "cuda": combo.cuda.value,
-        "cudnn": combo.cudnn.value,
-        "python": {"allowed": list(combo.python_allowed), "default": combo.python_default},
-        "platforms": {p: r.route.value for p, r in combo.platforms.items()},
-        "uncovered": sorted(combo.uncovered),
-        "deviation": combo.deviation,
-        "unconfirmed_pins": sum(
-            not pin.confirmed for r in combo.platforms.values() for pin in r.all_pins()
-        ),
-        "summary": combo.summary,
-    }
-
-
-def describe(catalog: Catalog, combo: Combo) -> dict[str, Any]:
-    """Every fact of a combo with its sources: the ``show --json`` document."""
-    platforms: dict[str, Any] = {}
-    used_sources: set[str] = set()
-
-    def cite(ids: tuple[str, ...]) -> None:
-        used_sources.update(ids)
-
-    for fact in (combo.tensorflow, combo.cuda, combo.cudnn):
-        cite(fact.sources)
-    for platform, route in combo.platforms.items():
-        pins = route.conda_pins(combo.python_default)
-        by_python = {py: [p.spec for p in route.conda_pins(py)] for py in route.pythons}
-        for pin in route.all_pins():
-            cite(pin.sources)
-        cite(route.route.sources)
-        cite(route.min_driver.sources)
-        cite(route.targets.sources)
-        platforms[platform] = {
-            "route": route.route.value,
-            "route_title": ROUTE_TITLES[route.route.value],
-            "route_fact": _fact_view(route.route),  # type: ignore[arg-type]
-            "channels": list(route.channels),
-            "pythons": list(route.pythons),
-            "pins": [p.spec for p in pins],
-            "pins_by_python": by_python,
-            "pin_details": [_pin_view(p) for p in pins],
-            "pip": [p.requirement for p in route.pip],
-            "pip_details": [_pin_view(p) for p in route.pip],
-            "min_driver": route.min_driver.value,
-            "driver_threshold": route.driver_threshold,
-            "driver_note": route.min_driver.note,
-            "sass": list(route.targets.sass),
-            "ptx": list(route.targets.ptx),
-            "targets_confirmed": route.targets.confirmed,
-        }
-    uncovered = {}
-    for platform, gap in combo.uncovered.items():
-        cite(gap.sources)
-        uncovered[platform] = {
-            "reason": gap.reason,
-            "alternative": gap.alternative,
-            "sources": list(gap.sources),
-        }
-    cite(combo.targets.sources)
-    cite(combo.toolkit.sources)
-    toolkit = combo.toolkit
-    min_driver = {os_of(p): r.min_driver.value for p, r in combo.platforms.items()}
-    return {
-        "name": combo.name,
-        "summary": combo.summary,
-        "tensorflow": combo.tensorflow.value,
-        "cuda": combo.cuda.value,
-        "cudnn": combo.cudnn.value,
-        "python": {"allowed": list(combo.python_allowed), "default": combo.python_default},
-        "facts": {
-            "tensorflow": _fact_view(combo.tensorflow),
-            "cuda": _fact_view(combo.cuda),
-            "cudnn": _fact_view(combo.cudnn),
-        },
-        "deviation": combo.deviation,
-        "tf_cpp_min_log_level": combo.tf_cpp_min_log_level,
-        "platforms": platforms,
-        "uncovered": uncovered,
-        "min_driver": min_driver,
-        "sass": list(combo.targets.sass),
-        "ptx": list(combo.targets.ptx),
-        "targets": {
-            "id": combo.targets.id,
-            "confirmed": combo.targets.confirmed,
-            "note": combo.targets.note,
-            "sources": list(combo.targets.sources),
-        },
-        "toolkit": {
-            "version": toolkit.version,
-            "release": toolkit.release,
-            "driver": dict(toolkit.driver),
-            "compat_floor": dict(toolkit.compat_floor) if toolkit.compat_floor else None,
-            "min_sm": toolkit.min_sm,
-            "max_sm": toolkit.max_sm,
-            "confirmed": toolkit.confirmed,
-            "note": toolkit.note,
-            "sources": list(toolkit.sources),
-        },
-        "sources": {
-            sid: {"citation": catalog.sources[sid].citation, "url": catalog.sources[sid].url}
-            for sid in sorted(used_sources)
-        },
-    }

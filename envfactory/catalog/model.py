@@ -1,0 +1,230 @@
+"""The catalog: TensorFlow/CUDA combos and the sourced facts behind them.
+
+The YAML files in ``envfactory/data/`` are read once, validated (unknown keys and wrong types are
+rejected with file and line) and turned into frozen records. Everything downstream (render, lock,
+compat, doctor) reads these records, never the YAML.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Generic, Literal, TypeVar, get_args
+
+from envfactory.errors import UserInputError, did_you_mean
+
+Platform = Literal["linux-64", "win-64"]
+PLATFORMS: tuple[Platform, ...] = get_args(Platform)
+OperatingSystem = Literal["linux", "windows"]
+
+RouteKind = Literal["conda", "conda-cuda+pip", "pip-and-cuda"]
+ROUTES: tuple[RouteKind, ...] = get_args(RouteKind)
+ROUTE_TITLES: Mapping[RouteKind, str] = {
+    "conda": "conda packages (TensorFlow GPU build from a conda channel)",
+    "conda-cuda+pip": "conda CUDA libraries + pip TensorFlow wheel",
+    "pip-and-cuda": "pip tensorflow[and-cuda] (CUDA libraries as pip wheels)",
+}
+
+DriverThreshold = Literal["toolkit", "minor-version-compat"]
+
+# Packages whose build string selects the GPU/CPU variant or the CUDA version: pinned exactly.
+VARIANT_PACKAGES = frozenset(
+    {
+        "tensorflow-gpu",
+        "tensorflow",
+        "tensorflow-base",
+        "_tflow_select",
+        "cudatoolkit",
+        "cudnn",
+        "cupti",
+    }
+)
+
+T = TypeVar("T")
+
+
+def os_of(platform: Platform) -> OperatingSystem:
+    return "windows" if platform.startswith("win") else "linux"
+
+
+@dataclass(frozen=True)
+class Source:
+    id: str
+    citation: str
+    url: str | None
+
+
+@dataclass(frozen=True)
+class Fact(Generic[T]):
+    """One value with where it comes from and whether it was read verbatim in that source."""
+
+    value: T
+    sources: tuple[str, ...]
+    confirmed: bool
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class CondaPin:
+    name: str
+    version: str
+    build: str | None
+    channel: str | None
+    sources: tuple[str, ...]
+    confirmed: bool
+    note: str | None = None
+
+    @property
+    def spec(self) -> str:
+        """``name=version=build`` (or ``name=version``), the form conda and ``show`` use."""
+        return "=".join(p for p in (self.name, self.version, self.build) if p)
+
+    @property
+    def qualified_spec(self) -> str:
+        """The spec with its channel, ``channel::name=version=build``, for environment files."""
+        return f"{self.channel}::{self.spec}" if self.channel else self.spec
+
+
+@dataclass(frozen=True)
+class PipPin:
+    requirement: str
+    sources: tuple[str, ...]
+    confirmed: bool
+    note: str | None = None
+
+    @property
+    def name(self) -> str:
+        return re.split(r"[\[=<>!~ ;]", self.requirement, maxsplit=1)[0].lower()
+
+
+@dataclass(frozen=True)
+class PlatformRoute:
+    """How a combo is installed on one platform."""
+
+    platform: Platform
+    route: Fact[RouteKind]
+    channels: tuple[str, ...]
+    pythons: tuple[str, ...]
+    conda: tuple[CondaPin, ...]
+    conda_by_python: Mapping[str, tuple[CondaPin, ...]]
+    pip: tuple[PipPin, ...]
+    min_driver: Fact[str]
+    driver_threshold: DriverThreshold
+    glibc: str | None
+    targets: GpuTargets
+
+    def conda_pins(self, python: str) -> tuple[CondaPin, ...]:
+        return self.conda + self.conda_by_python.get(python, ())
+
+    def all_pins(self) -> tuple[CondaPin | PipPin, ...]:
+        """Every pin of the route, for every Python."""
+        per_python = tuple(p for pins in self.conda_by_python.values() for p in pins)
+        return (*self.conda, *per_python, *self.pip)
+
+
+@dataclass(frozen=True)
+class Uncovered:
+    """A platform a combo deliberately does not cover, and why."""
+
+    platform: Platform
+    reason: str
+    sources: tuple[str, ...]
+    alternative: str | None
+
+
+@dataclass(frozen=True)
+class GpuTargets:
+    """Compute capabilities a TensorFlow build carries as SASS (native) and as PTX (JIT)."""
+
+    id: str
+    sass: tuple[str, ...]
+    ptx: tuple[str, ...]
+    sources: tuple[str, ...]
+    confirmed: bool
+    note: str | None
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    """A CUDA toolkit family: its drivers and the architectures it compiles for."""
+
+    version: str
+    release: str
+    driver: Mapping[OperatingSystem, str]
+    compat_floor: Mapping[OperatingSystem, str] | None
+    min_sm: str
+    max_sm: str
+    sources: tuple[str, ...]
+    confirmed: bool
+    note: str | None
+
+
+@dataclass(frozen=True)
+class Combo:
+    name: str
+    summary: str
+    tensorflow: Fact[str]
+    cuda: Fact[str]
+    cudnn: Fact[str]
+    python_default: str
+    targets: GpuTargets
+    toolkit: Toolkit
+    platforms: Mapping[Platform, PlatformRoute]
+    uncovered: Mapping[Platform, Uncovered]
+    tf_cpp_min_log_level: int
+    deviation: str | None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def python_allowed(self) -> tuple[str, ...]:
+        found = {py for route in self.platforms.values() for py in route.pythons}
+        return tuple(sorted(found, key=_version_key))
+
+    @property
+    def tf_series(self) -> tuple[int, int]:
+        major, minor = self.tensorflow.value.split(".")[:2]
+        return int(major), int(minor)
+
+    def route(self, platform: Platform) -> PlatformRoute:
+        if platform in self.platforms:
+            return self.platforms[platform]
+        gap = self.uncovered.get(platform)
+        reason = gap.reason if gap else "no route is recorded"
+        hint = (
+            f"use {gap.alternative}, or choose from: {', '.join(self.platforms)}"
+            if gap and gap.alternative
+            else f"covered platforms: {', '.join(self.platforms)}"
+        )
+        raise UserInputError(f"{self.name} does not cover {platform}: {reason}", hint)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    combos: Mapping[str, Combo]
+    sources: Mapping[str, Source]
+    toolkits: Mapping[str, Toolkit]
+    targets: Mapping[str, GpuTargets]
+
+    def combo(self, name: str) -> Combo:
+        try:
+            return self.combos[name]
+        except KeyError:
+            hint = did_you_mean(name, self.combos, "envfactory list")
+            raise UserInputError(f"unknown combo '{name}'", hint) from None
+
+    def __iter__(self) -> Iterator[Combo]:
+        return iter(self.combos.values())
+
+
+def _version_key(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text))
+
+
+def parse_platform(text: str) -> Platform:
+    for platform in PLATFORMS:
+        if text == platform:
+            return platform
+    raise UserInputError(
+        f"unknown platform '{text}'", did_you_mean(text, PLATFORMS, "envfactory render --help")
+    )
