@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import struct
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pynvml
+import pytest
 
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import OperatingSystem
-from envfactory.diagnose.doctor import diagnose
+from envfactory.diagnose.doctor import diagnose, matmul_finding, matmul_tolerance
 from envfactory.diagnose.nvml import (
     MachineGpus,
     parse_nvml_dump,
@@ -23,13 +27,21 @@ from envfactory.diagnose.nvml import (
 )
 from envfactory.diagnose.probes import (
     FsView,
+    LibraryVersion,
     MappingFs,
+    Nvcc,
+    PrefixPackages,
     TfCheck,
+    env_python,
+    foreign_cuda_dirs,
     library_names,
     locate,
     parse_ldconfig,
+    parse_nvcc_version,
     parse_tf_check,
+    read_prefix_packages,
     search_dirs,
+    variable_dirs,
 )
 
 H200 = Path(__file__).parent / "data" / "probes" / "h200-linux"
@@ -46,12 +58,20 @@ class RecordedProbes:
         fs: FsView,
         ldcache: Mapping[str, Sequence[str]] | None = None,
         tf: TfCheck | None = None,
+        versions: Mapping[str, LibraryVersion] | None = None,
+        nvcc: Nvcc | None = None,
+        wsl: tuple[str, ...] = (),
+        packages: PrefixPackages | None = None,
     ) -> None:
         self.os_name = os_name
         self._environ = environ
         self._fs = fs
         self._ldcache = ldcache or {}
         self._tf = tf
+        self._versions = versions or {}
+        self._nvcc = nvcc
+        self._wsl = wsl
+        self._packages = packages or PrefixPackages({}, {}, {}, {})
 
     def environ(self) -> Mapping[str, str]:
         return self._environ
@@ -66,6 +86,18 @@ class RecordedProbes:
         assert self._tf is not None
         return self._tf
 
+    def library_version(self, role: str, path: str) -> LibraryVersion | None:
+        return self._versions.get(path)
+
+    def nvcc(self) -> Nvcc | None:
+        return self._nvcc
+
+    def wsl(self) -> tuple[str, ...]:
+        return self._wsl
+
+    def packages(self, prefix: Path) -> PrefixPackages:
+        return self._packages
+
 
 def h200_probes() -> RecordedProbes:
     environ = dict(
@@ -75,7 +107,12 @@ def h200_probes() -> RecordedProbes:
     )
     fs = MappingFs.from_listing((H200 / "cuda-libs.txt").read_text().split(), "linux")
     cache = parse_ldconfig((H200 / "ldconfig-p-cuda.txt").read_text())
-    return RecordedProbes("linux", environ, fs, cache)
+    nvcc = Nvcc(
+        "/usr/local/cuda/bin/nvcc", parse_nvcc_version((H200 / "nvcc-version.txt").read_text())
+    )
+    # what the file names in cuda-libs.txt say the sonames resolve to
+    versions = {"/lib/x86_64-linux-gnu/libcudnn.so.9": LibraryVersion("9.14.0", "file name")}
+    return RecordedProbes("linux", environ, fs, cache, versions=versions, nvcc=nvcc)
 
 
 def h200_machine() -> MachineGpus:
@@ -278,3 +315,187 @@ def test_cli_doctor_exits_3_with_json_when_no_driver() -> None:
     assert done.returncode == 3
     assert data["findings"][0]["id"] == "no-nvidia-driver" and data["problems"] >= 1
     assert "Traceback" not in done.stderr
+
+
+# ---- the matmul tier: tolerance from the precision in use (TF32 on Ampere and later)
+
+
+K = 64
+Matrix = list[list[float]]
+
+
+def _f32(x: float) -> float:
+    return float(struct.unpack("<f", struct.pack("<f", x))[0])
+
+
+def _tf32(x: float) -> float:
+    """Truncate a float32 to TF32's 10 explicit mantissa bits (the worst case of the conversion)."""
+    bits = struct.unpack("<I", struct.pack("<f", x))[0] & 0xFFFFE000
+    return float(struct.unpack("<f", struct.pack("<I", bits))[0])
+
+
+def _matmul(a: Matrix, b: Matrix, tf32: bool) -> Matrix:
+    """fp32 accumulation, one rounding per multiply and per add (what a GPU dot product does)."""
+    conv = _tf32 if tf32 else _f32
+    out = []
+    for row in a:
+        line = []
+        for j in range(len(b[0])):
+            acc = 0.0
+            for i, x in enumerate(row):
+                acc = _f32(acc + _f32(conv(x) * conv(b[i][j])))
+            line.append(acc)
+        out.append(line)
+    return out
+
+
+def _operands() -> tuple[Matrix, Matrix]:
+    rng = random.Random(0)
+    a = [[_f32(rng.gauss(0, 1)) for _ in range(K)] for _ in range(16)]
+    b = [[_f32(rng.gauss(0, 1)) for _ in range(16)] for _ in range(K)]
+    return a, b
+
+
+def _matmul_result(got: Matrix, a: Matrix, b: Matrix, tf32: bool) -> dict[str, Any]:
+    errors, ratios = [], []
+    for r, row in enumerate(a):
+        for j in range(len(b[0])):
+            exact = sum(x * b[i][j] for i, x in enumerate(row))
+            bound = sum(abs(x * b[i][j]) for i, x in enumerate(row))
+            errors.append(abs(got[r][j] - exact))
+            ratios.append(errors[-1] / bound)
+    return {
+        "device": "/job:localhost/replica:0/task:0/device:GPU:0",
+        "max_abs_error": max(errors),
+        "max_error_over_bound": max(ratios),
+        "k": K,
+        "tf32_enabled": tf32,
+        "compute_capability": "9.0",
+    }
+
+
+def test_tf32_matmul_passes_with_the_tf32_tolerance_and_would_fail_the_fp32_one() -> None:
+    a, b = _operands()
+    m = _matmul_result(_matmul(a, b, tf32=True), a, b, tf32=True)
+    assert 1e-3 < float(m["max_abs_error"]) < 0.1  # the order the H200 showed (0.0236 at k=256)
+    assert matmul_finding(m, None).id == "tf-matmul"
+    ratio = float(m["max_error_over_bound"])
+    assert matmul_tolerance("fp32", K) < ratio <= matmul_tolerance("tf32", K)
+    m_fp32 = {**m, "tf32_enabled": False}
+    assert matmul_finding(m_fp32, None).id == "tf-matmul-wrong"  # TF32 off: same error is wrong
+    old_gpu = {**m, "compute_capability": "7.5"}  # Turing has no TF32: fp32 tolerance applies
+    assert matmul_finding(old_gpu, None).id == "tf-matmul-wrong"
+
+
+def test_fp32_matmul_passes_both_and_a_wrong_result_fails_both() -> None:
+    a, b = _operands()
+    got = _matmul(a, b, tf32=False)
+    for tf32 in (False, True):
+        assert matmul_finding(_matmul_result(got, a, b, tf32), None).id == "tf-matmul"
+    wrong = [list(row) for row in got]
+    wrong[3][7] += 0.5
+    for tf32 in (False, True):
+        finding = matmul_finding(_matmul_result(wrong, a, b, tf32), None)
+        assert finding.id == "tf-matmul-wrong" and "differs from numpy" in finding.message
+
+
+def test_matmul_says_whether_it_ran_on_the_cpu_or_differed() -> None:
+    a, b = _operands()
+    on_cpu = {**_matmul_result(_matmul(a, b, False), a, b, False), "device": "/device:CPU:0"}
+    finding = matmul_finding(on_cpu, None)
+    assert finding.id == "tf-matmul-not-on-gpu" and "ran on /device:CPU:0, not on a GPU" in (
+        finding.message
+    )
+    assert matmul_finding(None, "InternalError: x").id == "tf-matmul-failed"
+
+
+# ---- the sharper machine checks
+
+
+def test_h200_report_has_versions_driver_cuda_nvcc_and_each_path_entry_once() -> None:
+    catalog = load_catalog()
+    report = diagnose(
+        catalog, catalog.combo("tf218-cuda125"), "linux-64", h200_machine(), h200_probes()
+    )
+    ids = {f.id: f for f in report.findings}
+    assert "libcudnn.so.9 is version 9.14.0 (from file name)" in ids["cudnn-version"].message
+    assert ids["driver-cuda"].severity == "info" and "up to 13.0" in ids["driver-cuda"].message
+    assert (
+        ids["nvcc-other-cuda"].severity == "warning"
+        and "CUDA 13.0" in ids["nvcc-other-cuda"].message
+    )
+    data = report.to_json()
+    assert data["nvcc"] == {"path": "/usr/local/cuda/bin/nvcc", "version": "13.0"}
+    cudnn = next(lib for lib in data["libraries"] if lib["role"] == "cudnn")
+    assert cudnn["version"] == {"version": "9.14.0", "how": "file name"}
+    doubled = {"PATH": "/usr/local/cuda/bin:/usr/bin:/usr/local/cuda/bin/"}
+    assert [d.path for d in foreign_cuda_dirs(variable_dirs("linux", doubled), "linux")] == [
+        "/usr/local/cuda/bin"
+    ]
+
+
+def test_cudnn_older_than_the_combo_is_a_problem_when_the_library_says_so() -> None:
+    catalog = load_catalog()
+    probes = h200_probes()
+    probes._versions = {"/lib/x86_64-linux-gnu/libcudnn.so.9": LibraryVersion("9.0.0", "ctypes")}
+    combo = catalog.combo("tf218-cuda125")
+    report = diagnose(catalog, combo, "linux-64", h200_machine(), probes)
+    wanted = tuple(int(x) for x in combo.cudnn.value.split(".")[:2])
+    problems = {f.id for f in report.findings if f.severity == "problem"}
+    assert wanted > (9, 0)  # the combo pins a cuDNN 9 newer than 9.0
+    assert "cudnn-too-old" in problems
+
+
+def test_driver_older_than_the_combo_cuda_and_wsl2_are_reported() -> None:
+    catalog = load_catalog()
+    machine = MachineGpus(
+        "nvml", "470.82", 11040, parse_smi_query("0, NVIDIA A100, 8.0, 40960, GPU-x, 470.82").gpus
+    )
+    probes = h200_probes()
+    probes._wsl = ("/usr/lib/wsl/lib", "/dev/dxg")
+    report = diagnose(catalog, catalog.combo("tf215-cuda122"), "linux-64", machine, probes)
+    ids = {f.id: f for f in report.findings}
+    assert ids["driver-cuda-too-old"].severity == "problem"
+    assert "up to 11.4" in ids["driver-cuda-too-old"].message
+    assert "never install a Linux NVIDIA driver" in (ids["wsl2"].fix or "")
+    assert report.to_json()["wsl"] == ["/usr/lib/wsl/lib", "/dev/dxg"]
+
+
+def _write_prefix(root: Path) -> Path:
+    site = root / "lib" / "python3.10" / "site-packages"
+    for dist in ("nvidia_cudnn_cu11-8.6.0.163", "nvidia_cublas_cu12-12.3.4.1", "tensorflow-2.15.0"):
+        (site / f"{dist}.dist-info").mkdir(parents=True)
+    meta = root / "conda-meta"
+    meta.mkdir()
+    (meta / "cudnn-8.9.2.26-cuda12_0.json").write_text(
+        json.dumps({"name": "cudnn", "version": "8.9.2.26", "build": "cuda12_0", "channel": "x"})
+    )
+    (root / "bin").mkdir()
+    return root
+
+
+def test_pip_nvidia_wheels_in_a_prefix_are_listed_and_flagged(tmp_path: Path) -> None:
+    prefix = _write_prefix(tmp_path / "env")
+    packages = read_prefix_packages(prefix)
+    assert (
+        packages.pip["nvidia-cudnn-cu11"] == "8.6.0.163" and packages.conda["cudnn"] == "8.9.2.26"
+    )
+    catalog = load_catalog()
+    tf = parse_tf_check(str(prefix / "bin" / "python"), "", "boom", 1)
+    probes = h200_probes()
+    probes._tf, probes._packages = tf, packages
+    report = diagnose(
+        catalog, catalog.combo("tf215-cuda122"), "linux-64", h200_machine(), probes, prefix
+    )
+    messages = [(f.id, f.message) for f in report.findings]
+    assert any(i == "nvidia-wheels" and "nvidia-cublas-cu12 12.3.4.1" in m for i, m in messages)
+    assert any(i == "nvidia-wheel-duplicates-conda" and "conda's cudnn" in m for i, m in messages)
+    assert any(i == "nvidia-wheel-other-cuda" and "nvidia-cudnn-cu11" in m for i, m in messages)
+
+
+@pytest.mark.parametrize("layout", ["conda", "venv"])
+def test_windows_prefix_python_for_conda_and_venv(tmp_path: Path, layout: str) -> None:
+    exe = tmp_path / ("python.exe" if layout == "conda" else "Scripts/python.exe")
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    exe.write_text("")
+    assert env_python(tmp_path, "windows") == exe

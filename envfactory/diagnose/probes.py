@@ -286,13 +286,17 @@ def foreign_cuda_dirs(
     dirs: Sequence[SearchDir], os_name: OperatingSystem, prefix: str | None = None
 ) -> list[SearchDir]:
     """Entries of PATH / LD_LIBRARY_PATH that point into a CUDA or cuDNN install outside
-    ``prefix``; the environment's activation scripts drop exactly these."""
+    ``prefix``, each once; the environment's activation scripts drop exactly these."""
     out = []
+    seen: set[tuple[str, str]] = set()
     inside = _norm(prefix, os_name) if prefix else None
     for d in dirs:
         if d.origin not in ("PATH", "LD_LIBRARY_PATH"):
             continue
         norm = _norm(d.path, os_name)
+        if (norm, d.origin) in seen:
+            continue  # a directory listed twice is one finding
+        seen.add((norm, d.origin))
         if inside and (
             norm == inside or norm.startswith(inside + ("\\" if os_name == "windows" else "/"))
         ):
@@ -343,6 +347,11 @@ try:
     a = rng.standard_normal((256, 256)).astype("float32")
     b = rng.standard_normal((256, 256)).astype("float32")
     expected = a.astype("float64").dot(b.astype("float64"))
+    bound = np.abs(a).astype("float64").dot(np.abs(b).astype("float64"))
+    try:
+        tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
+    except Exception:
+        tf32 = False  # TF < 2.4 has no TF32
     if tf.executing_eagerly():
         with tf.device("/GPU:0"):
             c = tf.matmul(tf.constant(a), tf.constant(b))
@@ -354,10 +363,16 @@ try:
         with tf.compat.v1.Session(config=config) as sess:
             got = sess.run(c)
         device = c.device
-    err = float(np.max(np.abs(got - expected)))
-    close = np.allclose(got, expected, rtol=1e-3, atol=1e-2)
-    out["matmul"] = {"device": device, "max_abs_error": err,
-                     "ok": bool("GPU" in device.upper() and close)}
+    diff = np.abs(got.astype("float64") - expected)
+    cc = None
+    for d in out["devices"] or []:
+        desc = d.get("description") or ""
+        if "compute capability:" in desc:
+            cc = desc.split("compute capability:")[1].strip().split(",")[0].strip()
+            break
+    out["matmul"] = {"device": device, "max_abs_error": float(np.max(diff)),
+                     "max_error_over_bound": float(np.max(diff / bound)), "k": 256,
+                     "tf32_enabled": tf32, "compute_capability": cc}
 except Exception as exc:
     first = str(exc).splitlines()[0] if str(exc) else ""
     out["errors"]["matmul"] = "%s: %s" % (type(exc).__name__, first)
@@ -408,7 +423,14 @@ def parse_tf_check(python: str, stdout: str, stderr: str, returncode: int) -> Tf
 
 
 def env_python(prefix: Path, os_name: OperatingSystem) -> Path:
-    return prefix / "python.exe" if os_name == "windows" else prefix / "bin" / "python"
+    """The environment's interpreter: a conda prefix keeps it at the top on Windows, a venv in
+    ``Scripts``; both use ``bin/python`` on Linux."""
+    if os_name == "windows":
+        for candidate in (prefix / "python.exe", prefix / "Scripts" / "python.exe"):
+            if candidate.exists():
+                return candidate
+        return prefix / "python.exe"
+    return prefix / "bin" / "python"
 
 
 def run_tf_check(prefix: Path, os_name: OperatingSystem, timeout: float = 1800) -> TfCheck:
@@ -434,6 +456,115 @@ def run_tf_check(prefix: Path, os_name: OperatingSystem, timeout: float = 1800) 
 
 
 # --------------------------------------------------------------------------------------------
+# Versions of the libraries that would load, nvcc, WSL2, and the packages inside a prefix.
+
+
+@dataclass(frozen=True)
+class LibraryVersion:
+    version: str
+    how: Literal["ctypes", "file name"]
+
+
+def _cudnn_version(raw: int) -> str:
+    # cudnnGetVersion: major*1000 + minor*100 + patch up to cuDNN 8, major*10000 + minor*100 +
+    # patch from cuDNN 9 (cudnn_version.h of each release).
+    if raw >= 90000:
+        return f"{raw // 10000}.{raw % 10000 // 100}.{raw % 100}"
+    return f"{raw // 1000}.{raw % 1000 // 100}.{raw % 100}"
+
+
+def version_from_file_name(path: str) -> LibraryVersion | None:
+    """``libcudnn.so.9.14.0`` -> 9.14.0; ``cudnn64_8.dll`` -> 8 (Windows names carry the major)."""
+    name = PureWindowsPath(path).name if "\\" in path else PurePosixPath(path).name
+    m = re.search(r"\.so\.(\d+(?:\.\d+)*)$", name) or re.search(r"64_(\d+)\.dll$", name, re.I)
+    return LibraryVersion(m[1], "file name") if m else None
+
+
+def ctypes_library_version(role: str, path: str) -> LibraryVersion | None:
+    """Ask the library itself (cudnnGetVersion, cudaRuntimeGetVersion, cublasGetProperty)."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(path)
+        if role == "cudnn":
+            lib.cudnnGetVersion.restype = ctypes.c_size_t
+            return LibraryVersion(_cudnn_version(int(lib.cudnnGetVersion())), "ctypes")
+        if role == "cudart":
+            value = ctypes.c_int()
+            if lib.cudaRuntimeGetVersion(ctypes.byref(value)) != 0:
+                return None
+            return LibraryVersion(f"{value.value // 1000}.{value.value % 1000 // 10}", "ctypes")
+        if role == "cublas":
+            parts = []
+            for prop in (0, 1, 2):  # MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+                value = ctypes.c_int()
+                if lib.cublasGetProperty(prop, ctypes.byref(value)) != 0:
+                    return None
+                parts.append(str(value.value))
+            return LibraryVersion(".".join(parts), "ctypes")
+    except (OSError, AttributeError):
+        return None
+    return None
+
+
+@dataclass(frozen=True)
+class Nvcc:
+    path: str
+    version: str | None
+
+
+def parse_nvcc_version(text: str) -> str | None:
+    """``Cuda compilation tools, release 13.0, V13.0.88`` -> 13.0."""
+    m = re.search(r"release (\d+\.\d+)", text)
+    return m[1] if m else None
+
+
+WSL_MARKERS = ("/usr/lib/wsl/lib", "/dev/dxg")
+"""WSL2 exposes the Windows driver's libcuda in /usr/lib/wsl/lib and the GPU as /dev/dxg
+(NVIDIA's CUDA on WSL user guide)."""
+
+
+@dataclass(frozen=True)
+class PrefixPackages:
+    """What an environment holds: conda records (``conda-meta/*.json``) and Python
+    distributions (``*.dist-info`` / ``*.egg-info`` in its site-packages), name -> version;
+    ``conda_channels`` maps conda names to the channel they came from."""
+
+    conda: Mapping[str, str]
+    conda_builds: Mapping[str, str]
+    conda_channels: Mapping[str, str]
+    pip: Mapping[str, str]
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_prefix_packages(prefix: Path) -> PrefixPackages:
+    """Read a conda prefix or a plain virtual environment without running its Python."""
+    conda: dict[str, str] = {}
+    builds: dict[str, str] = {}
+    channels: dict[str, str] = {}
+    for record in sorted((prefix / "conda-meta").glob("*.json")):
+        try:
+            data = json.loads(record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("name"), str):
+            conda[data["name"]] = str(data.get("version", ""))
+            builds[data["name"]] = str(data.get("build", ""))
+            channels[data["name"]] = str(data.get("channel", ""))
+    pip: dict[str, str] = {}
+    sites = [*prefix.glob("lib/python3*/site-packages"), prefix / "Lib" / "site-packages"]
+    for site in sites:
+        for meta in sorted([*site.glob("*.dist-info"), *site.glob("*.egg-info")]):
+            m = re.match(r"^(.+?)-(\d[^-]*?)(?:-py\d.*)?\.(?:dist|egg)-info$", meta.name)
+            if m:
+                pip.setdefault(_canonical(m[1]), m[2])
+    return PrefixPackages(conda, builds, channels, pip)
+
+
+# --------------------------------------------------------------------------------------------
 # The live machine, as one adapter object; tests pass a recorded one with the same attributes.
 
 
@@ -444,6 +575,10 @@ class MachineProbes(Protocol):
     def fs(self) -> FsView: ...
     def ldcache(self) -> Mapping[str, Sequence[str]]: ...
     def tf_check(self, prefix: Path) -> TfCheck: ...
+    def library_version(self, role: str, path: str) -> LibraryVersion | None: ...
+    def nvcc(self) -> Nvcc | None: ...
+    def wsl(self) -> tuple[str, ...]: ...
+    def packages(self, prefix: Path) -> PrefixPackages: ...
 
 
 class LiveProbes:
@@ -472,3 +607,29 @@ class LiveProbes:
 
     def tf_check(self, prefix: Path) -> TfCheck:
         return run_tf_check(prefix, self.os_name)
+
+    def library_version(self, role: str, path: str) -> LibraryVersion | None:
+        real = os.path.realpath(path)
+        return ctypes_library_version(role, real) or version_from_file_name(real)
+
+    def nvcc(self) -> Nvcc | None:
+        import shutil
+
+        found = shutil.which("nvcc.exe" if self.os_name == "windows" else "nvcc")
+        if found is None:
+            return None
+        try:
+            done = subprocess.run(
+                [found, "--version"], capture_output=True, text=True, timeout=60, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return Nvcc(found, None)
+        return Nvcc(found, parse_nvcc_version(done.stdout))
+
+    def wsl(self) -> tuple[str, ...]:
+        if self.os_name != "linux":
+            return ()
+        return tuple(m for m in WSL_MARKERS if Path(m).exists())
+
+    def packages(self, prefix: Path) -> PrefixPackages:
+        return read_prefix_packages(prefix)
