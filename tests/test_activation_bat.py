@@ -23,8 +23,8 @@ from shells.harness import SetVar, Snap, Source, Step, UnsetVar
 from shells.wine import SessionResult, WinePrefix, run_cmd_sessions, unix_path, win_path
 
 from envfactory.activation.plan import install_activation, js_relpath, plan_for, script_relpath
-from envfactory.build.templating import templates_dir
 from envfactory.catalog.loader import load_catalog
+from envfactory.templating import templates_dir
 
 pytestmark = [
     pytest.mark.wine,

@@ -15,8 +15,8 @@ from shells import conda_sim
 
 from envfactory import __version__
 from envfactory.activation.plan import activation_scripts, install_activation, plan_for
-from envfactory.build.templating import templates_dir
 from envfactory.catalog.loader import load_catalog
+from envfactory.templating import templates_dir
 
 CORE: dict[str, Any] = {}
 exec(  # the very file the .xsh scripts include

@@ -30,8 +30,8 @@ from envfactory.activation.plan import (
     render_script,
 )
 from envfactory.activation.shellquote import powershell
-from envfactory.build.templating import templates_dir
 from envfactory.catalog.loader import load_catalog
+from envfactory.templating import templates_dir
 
 PARSER = Parser(Language(tree_sitter_powershell.language()))
 WINDOWS_COMBOS = sorted(n for n, c in load_catalog().combos.items() if "win-64" in c.platforms)

@@ -57,9 +57,9 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from envfactory import __version__
-from envfactory.build.templating import render_template, templates_dir
 from envfactory.catalog.model import Combo, Platform, os_of
 from envfactory.fsio import RenderedFile, atomic_write_many
+from envfactory.templating import render_template, templates_dir
 
 Shell = Literal["sh", "csh", "fish", "xsh", "bat", "ps1"]
 SHELLS: tuple[Shell, ...] = get_args(Shell)

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from envfactory.build.render import EnvironmentSpec
 from envfactory.catalog.model import CondaPin, Platform
 from envfactory.errors import ToolError
-from envfactory.build.render import EnvironmentSpec
 
 Manager = Literal["conda", "pip"]
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
+from envfactory.build.checks import LockedPackage, dependency_name
 from envfactory.catalog.model import Platform
 from envfactory.errors import ToolError, UserInputError
-from envfactory.build.checks import LockedPackage, dependency_name
 
 LOCK_FILE = "conda-lock.yml"
 

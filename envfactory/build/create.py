@@ -20,34 +20,22 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from envfactory.activation.plan import install_activation
-from envfactory.catalog.loader import load_catalog
-from envfactory.catalog.model import PLATFORMS, Platform
 from envfactory.build.channels import ChannelMap
-from envfactory.build.lockmeta import LockMetadata
-from envfactory.errors import ToolError, UserInputError
 from envfactory.build.checks import LockedPackage
+from envfactory.build.lockmeta import LockMetadata
+from envfactory.catalog.loader import load_catalog
+from envfactory.catalog.model import Platform, host_platform
+from envfactory.errors import ToolError, UserInputError
+from envfactory.progress import Progress
 
-Progress = Callable[[str], None]
 MARKER = "envfactory.json"  # conda-meta/envfactory.json: which lock built this prefix
-
-
-def host_platform() -> Platform:
-    if sys.platform.startswith("win"):
-        return "win-64"
-    if sys.platform.startswith("linux"):
-        return "linux-64"
-    raise UserInputError(
-        f"no lock platform for this machine ({sys.platform})",
-        f"envfactory locks {', '.join(PLATFORMS)}; pass --platform to lay out one of them",
-    )
 
 
 def resolve_lock(target: str, locks_dir: Path = Path("locks")) -> Path:
@@ -175,9 +163,7 @@ def create_environment(
     channel_map: ChannelMap | None = None,
     wheel_dir: Path | None = None,
 ) -> CreateResult:
-    from envfactory.build import condalock_adapter
-    from envfactory.build import pypi
-    from envfactory.build import rattler_adapter
+    from envfactory.build import condalock_adapter, pypi, rattler_adapter
 
     say = progress or (lambda _m: None)
     target_platform = platform or host_platform()

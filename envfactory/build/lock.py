@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Literal
 
 from envfactory import __version__
-from envfactory.catalog.model import PLATFORMS, Combo, Platform
 from envfactory.build.channels import ChannelMap
-from envfactory.errors import ToolError, UserInputError
-from envfactory.fsio import RenderedFile, atomic_write_many
+from envfactory.build.checks import LockedPackage, check_solution, refuse, solver_hint
+from envfactory.build.lockmeta import LockMetadata
 from envfactory.build.render import (
     NO_ADDITIONS,
     VIRTUAL_PACKAGES_FILE,
@@ -37,12 +36,13 @@ from envfactory.build.render import (
     render_combo,
     resolve_python,
 )
-from envfactory.build.checks import LockedPackage, check_solution, refuse, solver_hint
-from envfactory.build.lockmeta import LockMetadata
+from envfactory.catalog.model import PLATFORMS, Combo, Platform
+from envfactory.errors import ToolError, UserInputError
+from envfactory.fsio import RenderedFile, atomic_write_many
+from envfactory.progress import Progress
 
 SolverKind = Literal["rattler", "conda-lock"]
 SOLVERS: tuple[SolverKind, ...] = ("rattler", "conda-lock")
-Progress = Callable[[str], None]
 
 LOCK_FILE = "conda-lock.yml"
 # Bump when the meaning of the recorded inputs changes, so older locks read as stale.
@@ -355,8 +355,7 @@ def _lock_files(
     rendered: Sequence[RenderedFile],
     solved: Mapping[Platform, Sequence[LockedPackage]],
 ) -> list[tuple[str, str]]:
-    from envfactory.build import condalock_adapter
-    from envfactory.build import rattler_adapter
+    from envfactory.build import condalock_adapter, rattler_adapter
 
     with tempfile.TemporaryDirectory(prefix="envfactory-render-") as tmp:
         _write_inputs(rendered, Path(tmp))

@@ -15,24 +15,23 @@ fetches what is missing.
 
 from __future__ import annotations
 
-import json
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote, urlparse
 
-from envfactory.catalog.model import Platform
-from envfactory.build.create import verify_file
-from envfactory.errors import ToolError, UserInputError
 from envfactory.build.checks import LockedPackage
+from envfactory.build.create import verify_file
 from envfactory.build.lockmeta import LockMetadata
+from envfactory.catalog.model import Platform
+from envfactory.errors import ToolError, UserInputError
+from envfactory.progress import Progress
 
 if TYPE_CHECKING:
     import requests
 
-Progress = Callable[[str], None]
 Outcome = Literal["kept", "downloaded", "resumed", "copied"]
 WHEELS_DIR = "wheels"
 CHUNK = 1 << 16  # what an interrupted download loses at most
@@ -79,8 +78,7 @@ def mirror_lock(
 ) -> MirrorResult:
     """Download exactly the packages of ``lock_path`` (all its platforms unless ``platforms``),
     check each against the lock's hash, and index ``directory`` as a channel."""
-    from envfactory.build import condalock_adapter
-    from envfactory.build import rattler_adapter
+    from envfactory.build import condalock_adapter, rattler_adapter
 
     say = progress or (lambda _m: None)
     lock = condalock_adapter.read_lock(lock_path)

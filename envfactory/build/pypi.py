@@ -23,9 +23,9 @@ from urllib.parse import unquote, urlparse
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from envfactory.build.checks import LockedPackage
 from envfactory.catalog.model import Platform, os_of
 from envfactory.errors import ToolError
-from envfactory.build.checks import LockedPackage
 
 PIP_TIMEOUT_S = 900
 # conda packages that are not Python distributions, or that pip must never be asked about.

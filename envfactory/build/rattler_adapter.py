@@ -9,7 +9,7 @@ so every solve gets a fresh one; ``install`` needs a ``Subdir``; ``record.build`
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from importlib.metadata import version as dist_version
 from pathlib import Path
 
@@ -26,9 +26,10 @@ from rattler import (
 )
 from rattler.exceptions import GatewayError, InstallerError, InvalidMatchSpecError, SolverError
 
+from envfactory.build.checks import LockedPackage, dependency_name
 from envfactory.catalog.model import Platform
 from envfactory.errors import ToolError, UserInputError
-from envfactory.build.checks import LockedPackage, dependency_name
+from envfactory.progress import Progress
 
 
 class Unsatisfiable(Exception):
@@ -145,7 +146,7 @@ def dependency_names(pkg: LockedPackage) -> list[str]:
     return [dependency_name(d) for d in pkg.depends]
 
 
-ProgressCallback = Callable[[str], None]
+
 
 
 def install(
@@ -154,7 +155,7 @@ def install(
     platform: Platform,
     cache_dir: Path,
     final_prefix: Path | None = None,
-    progress: ProgressCallback | None = None,
+    progress: Progress | None = None,
 ) -> None:
     """Install exactly ``packages`` (conda) into ``prefix`` as a ``platform`` environment.
     ``final_prefix`` is the path patched into files when ``prefix`` is a staging directory."""

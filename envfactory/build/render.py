@@ -20,7 +20,7 @@ from envfactory.catalog.model import (
 )
 from envfactory.errors import UserInputError
 from envfactory.fsio import RenderedFile
-from envfactory.build.templating import render_template
+from envfactory.templating import render_template
 
 # Assumed for every linux-64 lock unless a route says otherwise: manylinux2014 wheels and
 # conda-forge's CUDA builds need glibc >= 2.17.

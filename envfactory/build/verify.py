@@ -11,10 +11,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from envfactory.catalog.model import Platform
-from envfactory.build.create import MARKER, host_platform
-from envfactory.errors import UserInputError
 from envfactory.build.checks import LockedPackage
+from envfactory.build.create import MARKER
+from envfactory.catalog.model import Platform, host_platform
+from envfactory.errors import UserInputError
 
 
 @dataclass(frozen=True)

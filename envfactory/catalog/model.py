@@ -8,6 +8,7 @@ compat, doctor) reads these records, never the YAML.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar, get_args
@@ -219,6 +220,18 @@ class Catalog:
 
 def _version_key(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text))
+
+
+def host_platform() -> Platform:
+    """The lock platform of the machine running envfactory."""
+    if sys.platform.startswith("win"):
+        return "win-64"
+    if sys.platform.startswith("linux"):
+        return "linux-64"
+    raise UserInputError(
+        f"no lock platform for this machine ({sys.platform})",
+        f"envfactory locks {', '.join(PLATFORMS)}; pass --platform to choose one of them",
+    )
 
 
 def parse_platform(text: str) -> Platform:

@@ -14,7 +14,7 @@ import typer
 
 from envfactory.catalog.gpus import parse_capability, resolve_gpu
 from envfactory.catalog.loader import load_catalog
-from envfactory.catalog.model import Platform, os_of, parse_platform
+from envfactory.catalog.model import host_platform, os_of, parse_platform
 from envfactory.cli.output import print_json, stdout_console
 from envfactory.diagnose import doctor as doctor_core
 from envfactory.diagnose.compat import DriverVersion, GpuSpec, check, parse_driver
@@ -29,10 +29,6 @@ JSON_HELP = "Print machine-readable JSON instead of text."
 GPU_HELP = "GPU model, e.g. 'RTX 3080', 'NVIDIA H200' (matched tolerantly)."
 CC_HELP = "Compute capability instead of a name, e.g. 8.6."
 DRIVER_HELP = "NVIDIA driver version as nvidia-smi prints it, e.g. 535.104.05."
-
-
-def host_platform() -> Platform:
-    return "win-64" if sys.platform.startswith("win") else "linux-64"
 
 
 def _gpu_spec(gpu: str | None, cc: str | None) -> tuple[GpuSpec, str | None]:

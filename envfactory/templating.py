@@ -20,7 +20,7 @@ def templates_dir() -> Path:
     packaged = Path(str(resources.files("envfactory"))) / "templates"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parents[2] / "templates"
+    return Path(__file__).resolve().parents[1] / "templates"
 
 
 _PLAIN_YAML = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:=<>!*,+/-]*$")
