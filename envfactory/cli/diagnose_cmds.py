@@ -1,7 +1,7 @@
-"""Commands that check hardware and logs: compat, doctor, explain, recommend.
+"""Commands that check hardware, environments and logs: audit, compat, doctor, explain, recommend.
 
 Exit codes: 0 ok (the combo runs; nothing wrong found), 1 bad input, 3 problems found (compat:
-the combo does not run there; doctor: a problem finding; explain: a recognized problem;
+the combo does not run there; doctor, audit: a problem finding; explain: a recognized problem;
 recommend: no combo runs there).
 """
 
@@ -17,6 +17,7 @@ from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import host_platform, os_of, parse_platform
 from envfactory.cli.output import print_json, stdout_console
 from envfactory.diagnose import doctor as doctor_core
+from envfactory.diagnose.audit import audit_path
 from envfactory.diagnose.compat import DriverVersion, GpuSpec, check, parse_driver
 from envfactory.diagnose.explain import explain_lines, read_lines
 from envfactory.diagnose.nvml import detect
@@ -111,6 +112,48 @@ def doctor(
     return EXIT_PROBLEMS_FOUND if report.problems else EXIT_OK
 
 
+def audit(
+    target: Path = typer.Argument(
+        ...,
+        help="An environment.yml / conda env export, conda list (--explicit) output, a "
+        "conda-lock.yml, a pip freeze, or an environment's directory.",
+    ),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> int:
+    """Check an environment you already have: a CPU TensorFlow next to CUDA packages,
+    TensorFlow/estimator/tensorboard/keras out of step, numpy/protobuf/h5py outside the companion
+    constraints, a CUDA that is not the one the TensorFlow build needs, Python outside the
+    release's range, CUDA libraries from several channels, a pip TensorFlow over a conda one. Names
+    the closest catalog combo and prints the envfactory.yaml entry that rebuilds it. Reads files
+    only; runs nothing. Exit 3 when it found problems."""
+    if not target.exists():
+        raise UserInputError(f"{target} does not exist")
+    reports = audit_path(load_catalog(), target)
+    if as_json:
+        print_json({"environments": [r.to_json() for r in reports]})
+    else:
+        out = stdout_console()
+        for r in reports:
+            inv = r.inventory
+            out.print(
+                f"{inv.source} ({inv.kind}, {inv.platform or 'platform unknown'}, "
+                f"{len(inv.packages)} packages, TensorFlow {r.tensorflow or 'not found'})",
+                markup=False,
+            )
+            for f in r.findings:
+                out.print(f"  {f.severity}: [{f.id}] {f.message}", markup=False)
+                out.print(f"    cause: {f.cause}", markup=False)
+                out.print(f"    fix: {f.fix}", markup=False)
+            if not r.findings:
+                out.print("  no inconsistency found", markup=False)
+            if r.closest:
+                out.print(f"  closest combo: {r.closest} ({r.closest_why})", markup=False)
+                out.print("  envfactory.yaml entry that rebuilds it:", markup=False)
+                for line in (r.manifest or "").splitlines():
+                    out.print(f"    {line}", markup=False, highlight=False)
+    return EXIT_PROBLEMS_FOUND if any(r.problems for r in reports) else EXIT_OK
+
+
 def explain(
     source: str = typer.Argument("-", help="A log file, or - for standard input."),
     encoding: str = typer.Option(
@@ -190,7 +233,8 @@ def recommend(
 
 
 def register(app: typer.Typer) -> None:
-    """Add compat, doctor, explain and recommend to the app."""
+    """Add audit, compat, doctor, explain and recommend to the app."""
+    app.command("audit")(audit)
     app.command("compat")(compat)
     app.command("doctor")(doctor)
     app.command("explain")(explain)
