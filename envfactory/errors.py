@@ -8,6 +8,7 @@ Exit codes (documented in the README): 0 ok, 1 bad input (also a stale lock unde
 from __future__ import annotations
 
 import difflib
+import errno
 from collections.abc import Iterable
 
 EXIT_OK = 0
@@ -41,6 +42,10 @@ class ToolError(EnvfactoryError):
     exit_code = EXIT_TOOL_FAILURE
 
 
+class SystemFailure(ToolError):
+    """The machine refused: a read-only or full disk, a permission, a missing device (exit 2)."""
+
+
 class ProblemsFound(EnvfactoryError):
     """A check ran and found problems (exit 3)."""
 
@@ -63,3 +68,25 @@ def did_you_mean(word: str, choices: Iterable[str], listing: str) -> str:
     if close:
         return f"did you mean {', '.join(close)}? see '{listing}'"
     return f"see '{listing}'"
+
+
+_OS_HINTS = {
+    errno.ENOSPC: "free space on that disk (or point TMPDIR and the output at another one), "
+    "then run the command again; nothing half-written was kept",
+    errno.EDQUOT: "your disk quota is used up; free some space, then run the command again",
+    errno.EROFS: "the file system is mounted read-only; write somewhere else (-p/--prefix, "
+    "--locks, or run from a writable directory)",
+    errno.EACCES: "you may not write there; choose a directory you own, or fix its permissions",
+    errno.EPERM: "you may not write there; choose a directory you own, or fix its permissions",
+}
+
+
+def from_os_error(exc: OSError) -> SystemFailure:
+    """An ``OSError`` that reached the CLI (disk full, read-only, permission denied) as an
+    ``error:`` + ``hint:`` pair with exit 2: the input was fine, the machine said no."""
+    what = exc.strerror or type(exc).__name__
+    where = f" {exc.filename}" if exc.filename else ""
+    if exc.filename2:
+        where += f" -> {exc.filename2}"
+    hint = _OS_HINTS.get(exc.errno or 0, "check the path and the disk, then run the command again")
+    return SystemFailure(f"cannot write or read{where}: {what}", hint)

@@ -1,16 +1,36 @@
 """YAML adapter: ruamel's round-trip parser, whose nodes know their line numbers, and one
 validating reader over them, so every data file (catalog, project manifest) reports a bad key
-or value as ``file:line`` with a hint."""
+or value as ``file:line`` with a hint.
+
+Every YAML text a user or a pull request can hand us (envfactory.yaml, conda-lock.yml,
+virtual-packages.yml) first goes through ``check_bounds``: the parser's event stream (iterative
+in both ruamel and PyYAML, unlike their recursive composers) is walked once, counting how many
+nodes the document would have with every alias expanded, and how deep it nests. A 1 KB
+"billion laughs" block (nine anchors, each aliasing the previous one nine times) expands to 10**9
+nodes; a loader would build it by reference in milliseconds and the first consumer that walks it
+(pydantic, our readers) would run for minutes and gigabytes. Deep nesting overflows the
+composers' recursion (RecursionError). Both are refused before any loader runs.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import codecs
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
-from envfactory.errors import CatalogError, nearest
+from envfactory.errors import CatalogError, EnvfactoryError, UserInputError, nearest
+
+# No file envfactory reads nests deeper than ~8 (conda-lock.yml: 5); 64 leaves room and stays far
+# below Python's recursion limit in ruamel's and PyYAML's composers and in pydantic.
+MAX_DEPTH = 64
+# Nodes that aliases may add beyond the ones written out. conda-lock's writer and the catalog use
+# no aliases at all; a hand-written manifest might reuse a list or two.
+MAX_ALIAS_NODES = 10_000
 
 
 class YamlReader:
@@ -103,9 +123,94 @@ def line_of(node: Any) -> int | None:
 
 
 def load_yaml(name: str, text: str, hint: str = "fix the catalog data file") -> Any:
+    check_bounds(text, name, "ruamel", CatalogError)
     try:
         return YAML(typ="rt").load(text)
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{name}:{mark.line + 1}" if mark is not None else name
         raise CatalogError(f"{where}: not valid YAML: {exc}", hint) from None
+
+
+def check_bounds(
+    text: str,
+    name: str,
+    parser: Literal["ruamel", "pyyaml"] = "ruamel",
+    error: type[EnvfactoryError] = UserInputError,
+) -> None:
+    """Refuse ``text`` if its aliases would expand beyond ``MAX_ALIAS_NODES`` extra nodes or it
+    nests deeper than ``MAX_DEPTH``. Syntax errors are left to the loader, which reports them
+    with a line. ``parser`` is the library that will load the text (their grammars differ at
+    the edges, so the check reads the text the way the loader will)."""
+    if parser == "pyyaml":
+        import yaml  # type: ignore[import-untyped,unused-ignore]
+
+        # The pure-Python parser streams its events; libyaml's scans a whole flow collection
+        # before the first one (and stops at its own nesting limit of 1000 with a syntax error).
+        events: Iterable[Any] = yaml.parse(text, Loader=yaml.SafeLoader)
+        errors: tuple[type[Exception], ...] = (yaml.YAMLError,)
+    else:
+        events = YAML(typ="rt").parse(text)
+        errors = (YAMLError,)
+    hint = (
+        "this file is not one envfactory or conda-lock writes; regenerate it "
+        "(a YAML file with deep nesting or alias bombs is refused, see docs/security.md)"
+    )
+    try:
+        _walk(events, name, hint, error)
+    except errors:
+        return  # the loader reports the syntax error, with its line
+
+
+def _walk(events: Iterable[Any], name: str, hint: str, error: type[EnvfactoryError]) -> None:
+    sizes: dict[str, int] = {}  # anchor -> expanded node count of the node it marks
+    stack: list[list[Any]] = []  # [anchor, expanded size so far] per open collection
+    extra = 0
+    for event in events:
+        kind = type(event).__name__
+        if kind in ("MappingStartEvent", "SequenceStartEvent"):
+            stack.append([event.anchor, 1])
+            if len(stack) > MAX_DEPTH:
+                line = event.start_mark.line + 1 if event.start_mark else "?"
+                raise error(f"{name}:{line}: YAML nests deeper than {MAX_DEPTH} levels", hint)
+            continue
+        if kind in ("MappingEndEvent", "SequenceEndEvent"):
+            anchor, size = stack.pop()
+        elif kind == "ScalarEvent":
+            anchor, size = event.anchor, 1
+        elif kind == "AliasEvent":
+            anchor, size = None, sizes.get(event.anchor, 1)
+            extra += size
+            if extra > MAX_ALIAS_NODES:
+                line = event.start_mark.line + 1 if event.start_mark else "?"
+                raise error(
+                    f"{name}:{line}: YAML aliases expand to more than {MAX_ALIAS_NODES} nodes "
+                    "(an alias bomb)",
+                    hint,
+                )
+        else:
+            continue
+        if anchor is not None:
+            sizes[anchor] = size
+        if stack:
+            stack[-1][1] += size
+
+
+def read_text(path: Path, what: str, hint: str) -> str:
+    """A data file a user or a pull request gave us, as text: UTF-8 (a UTF-8 byte-order mark is
+    allowed); anything else is refused with the byte offset, never guessed at."""
+    data = path.read_bytes()
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE)):
+        raise UserInputError(
+            f"{path}: {what} is UTF-16 or UTF-32 (it starts with a byte-order mark)",
+            f"save it as UTF-8; {hint}",
+        )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserInputError(
+            f"{path}:{line}: {what} is not UTF-8 (byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start})",
+            f"save it as UTF-8; {hint}",
+        ) from None

@@ -27,10 +27,10 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from envfactory.catalog.loader import load_catalog
-from envfactory.catalog.model import Platform, os_of
+from envfactory.catalog.model import PLATFORMS, Platform, os_of
 from envfactory.errors import UserInputError
 from envfactory.fsio import atomic_write
 
@@ -55,6 +55,7 @@ class EnvironmentFacts:
 
 
 def read_facts(prefix: Path) -> EnvironmentFacts:
+    from envfactory import untrusted
     from envfactory.build.create import MARKER
 
     marker = prefix / "conda-meta" / MARKER
@@ -63,19 +64,28 @@ def read_facts(prefix: Path) -> EnvironmentFacts:
             f"{prefix} was not created by envfactory (no conda-meta/{MARKER})",
             "create it with 'envfactory create', or pass the prefix of one that was",
         )
-    recorded = json.loads(marker.read_text(encoding="utf-8"))
+    recorded = untrusted.parse_marker(_read(marker), str(marker), PLATFORMS)
     combo = recorded.get("combo") or _combo_from_lock(Path(recorded["lock"]))
     state = prefix / "conda-meta" / "state"
-    variables = (
-        json.loads(state.read_text(encoding="utf-8")).get("env_vars", {}) if state.is_file() else {}
-    )
+    variables: dict[str, str] = {}
+    if state.is_file():
+        variables = untrusted.parse_state_variables(_read(state), str(state))
     return EnvironmentFacts(
         prefix=prefix,
         combo=combo,
-        platform=recorded["platform"],
+        platform=cast(Platform, recorded["platform"]),
         environment=recorded.get("environment"),
-        variables={str(k): str(v) for k, v in variables.items()},
+        variables=variables,
     )
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserInputError(
+            f"{path} is not UTF-8", "recreate the environment with 'envfactory create --force'"
+        ) from None
 
 
 def _combo_from_lock(lock: Path) -> str:
@@ -117,24 +127,53 @@ def kernel_env(facts: EnvironmentFacts) -> dict[str, str]:
     def resolve(text: str, in_prefix: bool) -> str:
         return f"{prefix}{plan.dirsep}{text}" if in_prefix else text
 
-    env: dict[str, str] = {"CONDA_PREFIX": prefix}
+    # Every value is written literally (``$`` doubled) but the one ``${PATH}`` that asks
+    # jupyter_client for the server's PATH: a prefix or a variable holding ``$HOME`` or
+    # ``${PATH}`` must reach the kernel as it is.
+    env: dict[str, str] = {"CONDA_PREFIX": literal(prefix)}
     for edit in plan.lists:
-        dirs = [resolve(v.text, v.in_prefix) for v in edit.prepend]
+        dirs = [literal(resolve(v.text, v.in_prefix)) for v in edit.prepend]
         if edit.variable == "PATH":
-            dirs = list(dict.fromkeys([*_conda_dirs(prefix, facts.platform), *dirs]))
+            conda = [literal(d) for d in _conda_dirs(prefix, facts.platform)]
+            dirs = list(dict.fromkeys([*conda, *dirs]))
             env["PATH"] = plan.separator.join([*dirs, "${PATH}"])
         else:
             env[edit.variable] = plan.separator.join(dirs)
     for name in plan.unset_vars:
         env[name] = ""
     for name, value in plan.set_vars:
-        env[name] = resolve(value.text, value.in_prefix)
-    env.update(facts.variables)
+        env[name] = literal(resolve(value.text, value.in_prefix))
+    env.update({name: literal(value) for name, value in facts.variables.items()})
     return dict(sorted(env.items()))
 
 
 def kernel_name(label: str) -> str:
-    return "envfactory-" + re.sub(r"[^a-z0-9._-]+", "-", label.lower()).strip("-")
+    return "envfactory-" + re.sub(r"[^a-z0-9._-]+", "-", label.lower()).strip("-.")
+
+
+def check_kernel_name(name: str) -> None:
+    """A kernel name becomes a directory under the kernels dir: a plain name only
+    (jupyter_client accepts ``[a-z0-9._-]+``, case-insensitive; no separator, no '..')."""
+    from envfactory import untrusted
+
+    if not untrusted.PLAIN_NAME.fullmatch(name):
+        raise UserInputError(
+            f"kernel name {name!r} is not a plain name",
+            "use letters, digits, '.', '_' and '-', starting with a letter or digit "
+            "(it names a directory under Jupyter's kernels/)",
+        )
+
+
+# jupyter_client's KernelManager.format_kernel_cmd replaces ``{NAME}`` in argv when NAME is
+# connection_file, prefix, resource_dir or one of start_kernel's keyword arguments (all lower
+# case); there is no escape for it. ``{PATH}`` and other upper-case names are left alone.
+_ARGV_FIELD = re.compile(r"\{[a-z_][a-z0-9_]*\}")
+
+
+def literal(value: str) -> str:
+    """``value`` as jupyter_client's ``string.Template.safe_substitute`` of a kernelspec's
+    ``env`` gives it back unchanged: every ``$`` doubled."""
+    return value.replace("$", "$$")
 
 
 def kernel_spec(facts: EnvironmentFacts, display_name: str | None = None) -> dict[str, Any]:
@@ -177,6 +216,29 @@ def user_data_dir(environ: Mapping[str, str] | None = None) -> Path:
     return (Path(xdg) if xdg else home / ".local" / "share") / "jupyter"
 
 
+def _check_argv(facts: EnvironmentFacts) -> None:
+    field = _ARGV_FIELD.search(str(facts.prefix))
+    if field:
+        raise UserInputError(
+            f"the prefix {facts.prefix} contains {field.group()}, which jupyter_client "
+            "replaces in a kernel's command line (it cannot be escaped)",
+            "create the environment under a path without '{NAME}' in it",
+        )
+
+
+def _owner(path: Path) -> str | None:
+    """The prefix an existing kernel.json was written for by envfactory; '' when envfactory did
+    not write it (or it cannot be read); None when there is no kernel.json."""
+    if not path.exists():
+        return None
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+        prefix = spec["metadata"]["envfactory"]["prefix"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return ""
+    return prefix if isinstance(prefix, str) else ""
+
+
 @dataclass(frozen=True)
 class KernelResult:
     name: str
@@ -191,17 +253,31 @@ def install_kernel(
     name: str | None = None,
     display_name: str | None = None,
     environ: Mapping[str, str] | None = None,
+    replace: bool = False,
 ) -> KernelResult:
     """Write ``kernel.json`` for the environment at ``prefix`` into the user's Jupyter data
     directory (seen by every Jupyter of this user) or into ``<prefix>/share/jupyter/kernels``
-    (seen by a Jupyter that runs from that environment)."""
+    (seen by a Jupyter that runs from that environment).
+
+    A kernel.json already there is replaced only when envfactory wrote it for this same
+    prefix, or with ``replace``: a user's ``python3`` kernel, or the kernel of another prefix
+    of the same combo, is never overwritten silently."""
     facts = read_facts(prefix.expanduser().absolute())
-    chosen = name or kernel_name(facts.label)
+    chosen = name if name is not None else kernel_name(facts.label)
+    check_kernel_name(chosen)
+    _check_argv(facts)
     spec = kernel_spec(facts, display_name)
     base = (
         facts.prefix.joinpath(*KERNELS) if target == "env" else user_data_dir(environ) / "kernels"
     )
     path = base / chosen / "kernel.json"
+    owner = _owner(path)
+    if owner is not None and owner != str(facts.prefix) and not replace:
+        whose = f"envfactory wrote it for {owner}" if owner else "envfactory did not write it"
+        raise UserInputError(
+            f"a kernel named {chosen} exists already ({path}; {whose})",
+            "pick another name with --name, or overwrite it with --replace",
+        )
     atomic_write(path, json.dumps(spec, indent=1, sort_keys=True) + "\n")
     notes = []
     site = list(facts.prefix.glob("[Ll]ib/**/site-packages/ipykernel"))

@@ -74,8 +74,10 @@ def parse_pairs(pairs: Iterable[str], where: str) -> dict[str, str]:
 def _from_config(path: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
+    from envfactory.yamlio import read_text
+
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        doc = tomllib.loads(read_text(path, "the channel map", "TOML files are UTF-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UserInputError(
             f"{path}: cannot read the channel map: {exc}",

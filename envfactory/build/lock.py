@@ -179,8 +179,12 @@ def read_virtual_spec(path: Path) -> dict[Platform, dict[str, str]]:
     from ruamel.yaml.error import YAMLError
 
     hint = "the file holds subdirs: PLATFORM: packages: NAME: VERSION (conda-lock's format)"
+    from envfactory.yamlio import check_bounds, read_text
+
     try:
-        doc = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+        text = read_text(path, "the virtual-package file", hint)
+        check_bounds(text, str(path))  # alias bombs and deep nesting: refused before loading
+        doc = YAML(typ="safe").load(text)
     except (OSError, YAMLError) as exc:
         raise UserInputError(f"cannot read {path}: {exc}", hint) from None
     subdirs = doc.get("subdirs") if isinstance(doc, dict) else None

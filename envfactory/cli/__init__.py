@@ -20,7 +20,13 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 from envfactory import __version__
 from envfactory.cli import catalog_cmds, diagnose_cmds, lock_cmds, project_cmds
 from envfactory.cli.output import print_error
-from envfactory.errors import EXIT_BAD_INPUT, EXIT_OK, EnvfactoryError
+from envfactory.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_TOOL_FAILURE,
+    EnvfactoryError,
+    from_os_error,
+)
 
 app = typer.Typer(
     name="envfactory",
@@ -88,6 +94,30 @@ def run(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print_error("interrupted", None)
         return 130
+    except OSError as exc:  # disk full, read-only, permission: the machine's answer, exit 2
+        failure = from_os_error(exc)
+        print_error(failure.message, failure.hint)
+        return failure.exit_code
+    except UnicodeError as exc:
+        print_error(f"input is not valid text: {exc}", "save the file (or input) as UTF-8")
+        return EXIT_BAD_INPUT
+    except (RecursionError, MemoryError) as exc:
+        print_error(
+            f"the input is too large or too deeply nested ({type(exc).__name__})",
+            "check the file you passed; envfactory writes nothing this deep",
+        )
+        return EXIT_TOOL_FAILURE
+    except Exception as exc:
+        # A bug of ours. The user still gets the error/hint pair the issue promises; the
+        # traceback is one variable away for the report.
+        if os.environ.get("ENVFACTORY_TRACEBACK"):
+            raise
+        print_error(
+            f"internal error: {type(exc).__name__}: {exc}",
+            "this is a bug in envfactory; run again with ENVFACTORY_TRACEBACK=1 and report "
+            "the traceback with the command line",
+        )
+        return EXIT_TOOL_FAILURE
     return int(result) if isinstance(result, int) else EXIT_OK
 
 

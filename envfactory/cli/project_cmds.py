@@ -97,6 +97,11 @@ def kernel(
     display_name: str | None = typer.Option(None, "--display-name", help="Shown in Jupyter."),
     project_file: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the kernel.json written."),
+    replace: bool = typer.Option(
+        False,
+        "--replace",
+        help="Overwrite a kernel of that name that envfactory did not write for this prefix.",
+    ),
 ) -> int:
     """Register a Jupyter kernel whose kernel.json carries the environment's activation:
     PATH, LD_LIBRARY_PATH, CUDA_PATH and TF_CPP_MIN_LOG_LEVEL as the activate.d scripts set
@@ -118,7 +123,7 @@ def kernel(
                 f"'{target}' is neither an environment of a project here nor a prefix",
                 "pass -p PREFIX, or run in the directory of envfactory.yaml",
             )
-    result = install_kernel(chosen, cast("Any", where), name, display_name)
+    result = install_kernel(chosen, cast("Any", where), name, display_name, replace=replace)
     if as_json:
         print_json({"name": result.name, "path": str(result.path), "kernel": result.spec})
     else:

@@ -29,26 +29,21 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from envfactory import untrusted
 from envfactory.build.channels import ChannelMap
 from envfactory.build.lock import LockRequest, SolverKind
 from envfactory.build.render import Additions, resolve_python
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import PLATFORMS, VARIANT_PACKAGES, Catalog, Combo, Platform
 from envfactory.errors import CatalogError, UserInputError, did_you_mean
-from envfactory.yamlio import YamlReader, line_of, load_yaml
+from envfactory.yamlio import YamlReader, line_of, load_yaml, read_text
 
 PROJECT_FILE = "envfactory.yaml"
 LOCKS_DIR = "locks"
 ENVS_DIR = "envs"
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Set by the activation scripts or by conda itself: a project variable must not fight them.
-_RESERVED_VARIABLE = re.compile(
-    r"^(PATH|LD_LIBRARY_PATH|CUDA_PATH.*|TF_CPP_MIN_LOG_LEVEL|CONDA_.*)$"
-)
 # pip distributions that are TensorFlow itself: adding one would replace the combo's.
-_TENSORFLOW_WHEELS = re.compile(r"^(tensorflow|tf-nightly|intel-tensorflow)([-_].*)?$")
+_TENSORFLOW_WHEELS = re.compile(r"(tensorflow|tf-nightly|intel-tensorflow)([-_].*)?")
 SCHEMA_HINT = "see the envfactory.yaml schema in envfactory's README, section Projects"
 
 
@@ -150,7 +145,7 @@ def find_project(explicit: Path | None = None, start: Path | None = None) -> Pro
 
 def load_project(path: Path, catalog: Catalog | None = None) -> Project:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, "the project file", SCHEMA_HINT)
     except OSError as exc:
         raise ProjectError(f"{path}: cannot read: {exc.strerror}") from None
     try:
@@ -168,6 +163,25 @@ class _ManifestReader(YamlReader):
     def at(self, line: int | None, message: str, hint: str | None = None) -> ProjectError:
         where = f"{self.path}:{line}" if line else self.path
         return ProjectError(f"{where}: {message}", hint or SCHEMA_HINT)
+
+
+def _string_keys(reader: _ManifestReader, table: CommentedMap, what: str) -> None:
+    """YAML keys may be null, numbers, booleans or lists; only strings name things here
+    (``null:`` must not become an environment named 'None')."""
+    for key in table:
+        if not isinstance(key, str):
+            line = table.lc.key(key)[0] + 1 if hasattr(table, "lc") else None
+            kind = (
+                "null" if key is None
+                else "a boolean" if isinstance(key, bool)
+                else "a number" if isinstance(key, int | float)
+                else "a list or mapping"
+            )  # fmt: skip
+            raise reader.at(
+                line,
+                f"{what}: the key {key!r} is {kind}, not a name",
+                "quote it if it is meant as a name",
+            )
 
 
 def _key_line(parent: CommentedMap, key: str) -> int:
@@ -197,14 +211,13 @@ class _ProjectLoader:
         )
         if not table:
             raise self.r.fail(table, "'environments' names no environment")
-        envs = {
-            str(name): self._environment(str(name), node, table) for name, node in table.items()
-        }
+        _string_keys(self.r, table, "environments")
+        envs = {name: self._environment(name, node, table) for name, node in table.items()}
         return Project(path=self.path, environments=envs)
 
     def _environment(self, name: str, node: Any, table: CommentedMap) -> ProjectEnvironment:
         r = self.r
-        if not _NAME.match(name):
+        if not untrusted.PLAIN_NAME.fullmatch(name):
             raise r.at(
                 _key_line(table, name),
                 f"environment name '{name}' is not a plain name",
@@ -227,6 +240,14 @@ class _ProjectLoader:
             raise r.at(line, f"{what}: {exc.message}", exc.hint) from None
 
         channels = r.strings(m, "channels", what) if "channels" in m else ()
+        for index, channel in enumerate(channels):
+            problem = untrusted.channel_problem(channel)
+            if problem:
+                raise r.at(
+                    _item_line(m["channels"], index),
+                    f"{what}: channel {channel!r}: {problem}",
+                    "name a channel (conda-forge) or give its http(s):// or file:// URL",
+                )
         env = ProjectEnvironment(
             name=name,
             combo=combo,
@@ -282,6 +303,9 @@ class _ProjectLoader:
                     f"{what}: '{key}' entries must be strings, got {type(value).__name__}",
                     'quote the entry, e.g. - "opencv=3.4.2"',
                 )
+            problem = untrusted.text_problem(str(value))
+            if problem:
+                raise self.r.at(_item_line(seq, index), f"{what}: '{key}' entry {problem}")
             out.append((str(value), _item_line(seq, index)))
         return out
 
@@ -315,9 +339,13 @@ class _ProjectLoader:
         out: list[str] = []
         for text, line in self._specs(m, "pip", what):
             try:
-                name = canonicalize_name(Requirement(text).name)
+                requirement = Requirement(text)
             except InvalidRequirement as exc:
                 raise self.r.at(line, f"{what}: not a pip requirement: '{text}': {exc}") from None
+            name = canonicalize_name(requirement.name)
+            problem = untrusted.url_problem(requirement.url) if requirement.url else None
+            if problem:
+                raise self.r.at(line, f"{what}: pip '{text}': the URL {problem}")
             clash = _pip_clash(env, name)
             if clash:
                 raise self.r.at(line, f"{what}: pip '{text}' {clash[0]}", clash[1])
@@ -328,20 +356,28 @@ class _ProjectLoader:
         table = self.r.mapping(
             m["variables"], f"{what} variables", set(), set(m["variables"] or {})
         )
+        _string_keys(self.r, table, f"{what} variables")
         out: dict[str, str] = {}
-        for key in table:
-            name = str(key)
-            line = _key_line(table, key)
-            if not _VARIABLE.match(name):
-                raise self.r.at(line, f"{what}: '{name}' is not an environment variable name")
-            if _RESERVED_VARIABLE.match(name):
+        for name in table:
+            line = _key_line(table, name)
+            if not untrusted.VARIABLE_NAME.fullmatch(name):
+                raise self.r.at(line, f"{what}: {name!r} is not an environment variable name")
+            if untrusted.RESERVED_VARIABLE.fullmatch(name):
                 raise self.r.at(
                     line,
                     f"{what}: {name} is set by conda or by the combo's activation scripts",
-                    "PATH, LD_LIBRARY_PATH, CUDA_PATH* and TF_CPP_MIN_LOG_LEVEL come from the "
-                    "combo (see 'envfactory show COMBO'); choose another variable",
+                    untrusted.RESERVED_HINT,
                 )
-            out[name] = self.r.string(table, key, f"{what} variables")
+            value = self.r.string(table, name, f"{what} variables")
+            problem = untrusted.state_value_problem(value)
+            if problem:
+                raise self.r.at(
+                    line,
+                    f"{what}: the value of {name} cannot be set by conda's activators: {problem}",
+                    "conda pastes these values into every shell's activation as they are; drop "
+                    "the character (on Windows, write paths with '/' instead of '\\')",
+                )
+            out[name] = value
         return dict(sorted(out.items()))
 
 
@@ -418,7 +454,7 @@ def _pip_clash(env: ProjectEnvironment, name: str) -> tuple[str, str] | None:
             f"would replace {combo}'s conda pin {_describe_pins(pins)}",
             f"drop it from pip: (the combo pins it in conda; {show})",
         )
-    if name in conda_names or _TENSORFLOW_WHEELS.match(name):
+    if name in conda_names or _TENSORFLOW_WHEELS.fullmatch(name):
         return (
             f"would replace the TensorFlow/CUDA variant {combo} fixes "
             f"(TensorFlow {env.combo.tensorflow.value}, CUDA {env.combo.cuda.value})",

@@ -1,0 +1,237 @@
+"""Checks for strings that come from untrusted input -- a lock from a pull request, a package's
+metadata, a project manifest -- each for the place the string goes: a shell, pip's requirements
+file, conda's state file, a file name, a template. Pure functions; the reader that found the
+string raises, naming the file (and line) it came from. docs/security.md lists who calls what.
+
+Every pattern is applied with ``fullmatch``: ``^...$`` lets ``"abc\\n"`` through (``$`` matches
+before a final newline).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from envfactory.errors import UserInputError
+
+# Environment variables: what every shell accepts as a name.
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Set by the activation scripts or by conda itself: a project variable must not fight them.
+RESERVED_VARIABLE = re.compile(r"PATH|LD_LIBRARY_PATH|CUDA_PATH.*|TF_CPP_MIN_LOG_LEVEL|CONDA_.*")
+RESERVED_HINT = (
+    "PATH, LD_LIBRARY_PATH, CUDA_PATH* and TF_CPP_MIN_LOG_LEVEL come from the combo (see "
+    "'envfactory show COMBO') and CONDA_* from conda; choose another variable"
+)
+# Names that become a directory or file name (environments, combos, kernels): no separator,
+# no leading dot or dash, nothing a shell or a URL treats specially.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# conda package names (rattler: "0-9, a-z, A-Z, -, _, or .") and build strings (CEP 26:
+# "ASCII letters, ASCII digits and the characters '_', '.', '+'").
+CONDA_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+CONDA_BUILD = re.compile(r"[A-Za-z0-9_.+]+")
+# conda versions: letters, digits, '.', '_', '+' and the epoch's '!'; never '-' (the file name
+# is NAME-VERSION-BUILD).
+CONDA_VERSION = re.compile(r"[A-Za-z0-9_.+!]+")
+# PyPI project names (PEP 508) and versions as pip writes them.
+PIP_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
+PIP_VERSION = re.compile(r"[A-Za-z0-9_.+!-]+")
+CHANNEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)*")
+MD5 = re.compile(r"[0-9a-f]{32}")
+SHA256 = re.compile(r"[0-9a-f]{64}")
+# RFC 3986's characters, less the fragment's '#' (the explicit lock appends '#md5') and the
+# quote "'" (pip splits a requirements line's options with shlex): no space, no newline, no
+# control character, nothing non-ASCII.
+URL = re.compile(r"(https?|file)://[A-Za-z0-9\-._~:/?\[\]@!$&()*+,;=%]+")
+URL_SCHEMES = ("http", "https", "file")
+
+# conda's subdirs (conda/base/constants.py KNOWN_SUBDIRS, 24.7).
+KNOWN_SUBDIRS = frozenset(
+    {
+        "emscripten-wasm32",
+        "wasi-wasm32",
+        "freebsd-64",
+        "linux-32",
+        "linux-64",
+        "linux-aarch64",
+        "linux-armv6l",
+        "linux-armv7l",
+        "linux-ppc64",
+        "linux-ppc64le",
+        "linux-riscv64",
+        "linux-s390x",
+        "noarch",
+        "osx-64",
+        "osx-arm64",
+        "win-32",
+        "win-64",
+        "win-arm64",
+        "zos-z",
+    }
+)
+
+# conda-meta/state ``env_vars``: conda 24.7's activators paste each value between quotes, as is
+# (conda/activate.py ``export_var_tmpl``): posix ``export K='V'``, csh ``setenv K "V"``, fish
+# ``set -gx K "V"``, xonsh ``$K = 'V'`` (a Python string literal), cmd ``@SET "K=V"`` in a .bat,
+# PowerShell ``$Env:K = "V"``. A character that ends such a quote, expands inside it or is an
+# escape there cannot be carried verbatim; which shell reads it how:
+STATE_VALUE_BREAKERS: Mapping[str, str] = {
+    "'": "ends posix sh's and xonsh's quotes",
+    '"': "ends csh's, fish's, cmd's and PowerShell's quotes",
+    "$": "expands in csh, fish and PowerShell",
+    "`": "runs a command in csh and escapes in PowerShell",
+    "%": "expands in cmd's .bat",
+    "\u201c": "is a double quote to PowerShell",
+    "\u201d": "is a double quote to PowerShell",
+    "\u201e": "is a double quote to PowerShell",
+}
+# A backslash is literal in posix single quotes, csh, cmd and PowerShell, and in fish's double
+# quotes except before these; xonsh reads the value as a Python literal, where these start
+# escapes (a trailing backslash escapes the closing quote).
+_BACKSLASH_ESCAPES = frozenset("\\'\"abfnrtv01234567xNuU$\n")
+CONDA_UNSET = "***unset***"  # conda's state file: "unset this variable" (CONDA_ENV_VARS_UNSET_VAR)
+
+
+def state_value_problem(value: str) -> str | None:
+    """Why conda's activators cannot carry ``value`` verbatim, naming the character; or None."""
+    if value == CONDA_UNSET:
+        return f"'{CONDA_UNSET}' is conda's marker for 'unset this variable'"
+    for index, char in enumerate(value):
+        if char in STATE_VALUE_BREAKERS:
+            return f"it contains {_show(char)}, which {STATE_VALUE_BREAKERS[char]}"
+        if char == "\\":
+            following = value[index + 1 : index + 2]
+            if not following:
+                return "it ends with a backslash, which escapes xonsh's closing quote"
+            if following in _BACKSLASH_ESCAPES:
+                return (
+                    f"it contains a backslash followed by {_show(following)}, an escape in "
+                    "xonsh (a Python string literal) or fish"
+                )
+        elif unicodedata.category(char) in ("Cc", "Zl", "Zp"):
+            return f"it contains the control character {_show(char)}"
+    return None
+
+
+def check_state_variables(variables: Mapping[str, str], where: str) -> None:
+    """Refuse project variables that conda-meta/state cannot hold safely: the name must be an
+    identifier and the value must pass ``state_value_problem``. ``where`` names the source."""
+    for name, value in variables.items():
+        if not isinstance(name, str) or not VARIABLE_NAME.fullmatch(name):
+            raise UserInputError(
+                f"{where}: {name!r} is not an environment variable name",
+                "use letters, digits and '_', not starting with a digit",
+            )
+        if RESERVED_VARIABLE.fullmatch(name):
+            raise UserInputError(
+                f"{where}: {name} is set by conda or by the combo's activation scripts",
+                RESERVED_HINT,
+            )
+        if not isinstance(value, str):
+            raise UserInputError(f"{where}: the value of {name} is not a string")
+        problem = state_value_problem(value)
+        if problem:
+            raise UserInputError(
+                f"{where}: the value of {name} cannot be set by conda's activators: {problem}",
+                "conda pastes these values into every shell's activation as they are; drop the "
+                "character (on Windows, write paths with '/' instead of '\\')",
+            )
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` may not reach a requirements file, an explicit lock or a download; or None."""
+    if not isinstance(url, str) or not url:
+        return "it is empty"
+    # conda-lock writes a channel token as this placeholder (conda.anaconda.org/t/<TOKEN>/...).
+    url = url.replace("/t/<TOKEN>/", "/t/TOKEN/", 1)
+    bad = next((c for c in url if not (33 <= ord(c) <= 126)), None)
+    if bad is not None:
+        return f"it contains {_show(bad)}"
+    if not URL.fullmatch(url):
+        scheme = url.partition("://")[0] if "://" in url else ""
+        if scheme not in URL_SCHEMES:
+            return "it is not an http(s):// or file:// URL"
+        bad = next(c for c in url if not re.fullmatch(r"[A-Za-z0-9\-._~:/?\[\]@!$&()*+,;=%]", c))
+        return f"it contains {_show(bad)}"
+    path = url.split("://", 1)[1].split("?", 1)[0]
+    segments = path.split("/")
+    decoded = [re.sub(r"%2[eE]", ".", s) for s in segments]
+    if any(s in (".", "..") for s in decoded[1:]):
+        return "it has a '.' or '..' path segment"
+    return None
+
+
+def channel_problem(channel: str) -> str | None:
+    """A channel as conda-lock and the manifest write it: an http(s)/file URL, or a name
+    (conda-forge, defaults, pytorch/label/nightly). None when it is fine."""
+    if "://" in channel:
+        return url_problem(channel)
+    if not CHANNEL_NAME.fullmatch(channel) or ".." in channel.split("/"):
+        return "it is neither a channel name nor an http(s):// or file:// URL"
+    return None
+
+
+def text_problem(text: str) -> str | None:
+    """One line of printable text (a match spec, a requirement): no newline or other control
+    character that would start a new line or option in the file it is written into."""
+    bad = next((c for c in text if not c.isprintable()), None)
+    return f"it contains {_show(bad)}" if bad is not None else None
+
+
+MARKER_KEYS = ("lock", "platform", "combo", "environment")
+MARKER_HINT = "recreate the environment with 'envfactory create --force'"
+
+
+def parse_marker(text: str, where: str, platforms: Collection[str]) -> dict[str, str]:
+    """``conda-meta/envfactory.json`` (which lock built a prefix), checked: a JSON object whose
+    known keys are strings, ``lock`` and ``platform`` (one of ``platforms``) present, names
+    plain."""
+    doc = _json_object(text, where, MARKER_HINT)
+    out: dict[str, str] = {}
+    for key in MARKER_KEYS:
+        value = doc.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise UserInputError(f"{where}: '{key}' is not a string", MARKER_HINT)
+        out[key] = value
+    for key in ("lock", "platform"):
+        if key not in out:
+            raise UserInputError(f"{where}: '{key}' is missing", MARKER_HINT)
+    if out["platform"] not in platforms:
+        raise UserInputError(f"{where}: unknown platform {out['platform']!r}", MARKER_HINT)
+    for key in ("combo", "environment"):
+        if key in out and not PLAIN_NAME.fullmatch(out[key]):
+            raise UserInputError(f"{where}: '{key}' {out[key]!r} is not a plain name", MARKER_HINT)
+    return out
+
+
+def parse_state_variables(text: str, where: str) -> dict[str, str]:
+    """``conda-meta/state``'s ``env_vars`` as strings. The user may have set more with ``conda
+    env config vars set``; the kernel writes them literally, so only the types are checked."""
+    doc = _json_object(text, where, MARKER_HINT)
+    variables = doc.get("env_vars", {})
+    if not isinstance(variables, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in variables.items()
+    ):
+        raise UserInputError(f"{where}: 'env_vars' is not a mapping of strings", MARKER_HINT)
+    return dict(variables)
+
+
+def _json_object(text: str, where: str, hint: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise UserInputError(f"{where} is not JSON: {exc}", hint) from None
+    if not isinstance(doc, dict):
+        raise UserInputError(f"{where} is not a JSON object", hint)
+    return doc
+
+
+def _show(char: str) -> str:
+    if char.isprintable() and not char.isspace():
+        return f"'{char}'"
+    name = unicodedata.name(char, "")
+    return f"U+{ord(char):04X}" + (f" ({name})" if name else "")
