@@ -82,6 +82,7 @@ STATE_VALUE_BREAKERS: Mapping[str, str] = {
     '"': "ends csh's, fish's, cmd's and PowerShell's quotes",
     "$": "expands in csh, fish and PowerShell",
     "`": "runs a command in csh and escapes in PowerShell",
+    "!": "is history substitution in csh (even in conda's eval)",
     "%": "expands in cmd's .bat",
     "\u201c": "is a double quote to PowerShell",
     "\u201d": "is a double quote to PowerShell",

@@ -106,7 +106,7 @@ def test_a_hostile_manifest_is_refused_with_file_and_line(
     "value",
     [
         "/srv/data", "C:/Users/me/data", r"C:\data\models", "a b  c",
-        "caf\u00e9 \u6570\u636e \U0001f600", "x=y;z|w&v<u>t", "~user/*.txt", "!bang",
+        "caf\u00e9 \u6570\u636e \U0001f600", "x=y;z|w&v<u>t", "~user/*.txt", "^caret",
         "(paren)", "{brace}", "semi;colon", "#hash", "",
     ],
 )  # fmt: skip
