@@ -41,9 +41,12 @@ def test_corpus_is_real_and_big_enough() -> None:
         assert log.cause and log.text.strip(), log.name
         assert log.expect <= ids, (log.name, log.expect - ids)
     per_id = {pid: sum(1 for log in LOGS if pid in log.expect) for pid in ids}
-    # cpu-build-installed: only two real `conda list` excerpts were found (see the README).
-    short = {pid for pid, n in per_id.items() if n < 4}
-    assert short <= {"cpu-build-installed"}, per_id
+    assert min(per_id.values()) >= 4, per_id
+    # The held-back part: at least a fifth, collected after the patterns were frozen. Its recall
+    # and false positives are measured by benchmarks/bench_explain.py, never asserted here (a
+    # test that fails on it would be tuning on it).
+    held = [log for log in LOGS if log.held_out]
+    assert len(held) * 5 >= len(LOGS)
 
 
 def test_every_tuning_log_yields_its_expected_problems_and_nothing_else() -> None:
