@@ -84,9 +84,16 @@ _OS_HINTS = {
 def from_os_error(exc: OSError) -> SystemFailure:
     """An ``OSError`` that reached the CLI (disk full, read-only, permission denied) as an
     ``error:`` + ``hint:`` pair with exit 2: the input was fine, the machine said no."""
+    from pathlib import Path
+
     what = exc.strerror or type(exc).__name__
-    where = f" {exc.filename}" if exc.filename else ""
+    hint = _OS_HINTS.get(exc.errno or 0, "check the path and the disk, then run the command again")
+    if not exc.filename:
+        return SystemFailure(f"cannot write: {what}", hint)
+    where = str(exc.filename)
+    path = Path(where)
+    if path.name.startswith(".") and path.name.endswith(".tmp"):  # an atomic write's temporary
+        where = str(path.parent)
     if exc.filename2:
         where += f" -> {exc.filename2}"
-    hint = _OS_HINTS.get(exc.errno or 0, "check the path and the disk, then run the command again")
-    return SystemFailure(f"cannot write or read{where}: {what}", hint)
+    return SystemFailure(f"cannot write {where}: {what}", hint)

@@ -15,6 +15,7 @@ composers' recursion (RecursionError). Both are refused before any loader runs.
 from __future__ import annotations
 
 import codecs
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -125,11 +126,23 @@ def line_of(node: Any) -> int | None:
 def load_yaml(name: str, text: str, hint: str = "fix the catalog data file") -> Any:
     check_bounds(text, name, "ruamel", CatalogError)
     try:
-        return YAML(typ="rt").load(text)
+        with warnings.catch_warnings():
+            # ruamel warns (ReusedAnchorWarning) where the input is ambiguous: refuse instead.
+            warnings.simplefilter("error")
+            return YAML(typ="rt").load(text)
+    except Warning as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{name}:{mark.line + 1}" if mark is not None else name
+        problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
+        raise CatalogError(f"{where}: not valid YAML here: {problem}", hint) from None
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{name}:{mark.line + 1}" if mark is not None else name
         raise CatalogError(f"{where}: not valid YAML: {exc}", hint) from None
+    except (TypeError, ValueError) as exc:
+        # ruamel's constructor on keys it cannot hash (``? {a: 1}``) or values it cannot
+        # build (found by tests/test_fuzz_readers.py).
+        raise CatalogError(f"{name}: not valid YAML here: {exc}", hint) from None
 
 
 def check_bounds(

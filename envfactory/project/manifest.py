@@ -206,14 +206,18 @@ class _ProjectLoader:
         if doc is None:
             raise self.r.at(None, "the file is empty; it needs an 'environments:' mapping")
         top = self.r.mapping(doc, "the project file (top level)", {"environments"})
-        table = self.r.mapping(
-            top["environments"], "environments", set(), set(top["environments"] or {})
-        )
+        table = self._names_table(top["environments"], "environments")
         if not table:
             raise self.r.fail(table, "'environments' names no environment")
-        _string_keys(self.r, table, "environments")
         envs = {name: self._environment(name, node, table) for name, node in table.items()}
         return Project(path=self.path, environments=envs)
+
+    def _names_table(self, node: Any, what: str) -> CommentedMap:
+        """A mapping whose keys the user names (environments, variables): string keys only."""
+        if not isinstance(node, CommentedMap):
+            raise self.r.fail(node, f"{what} must be a mapping, got {type(node).__name__}")
+        _string_keys(self.r, node, what)
+        return node
 
     def _environment(self, name: str, node: Any, table: CommentedMap) -> ProjectEnvironment:
         r = self.r
@@ -353,10 +357,7 @@ class _ProjectLoader:
         return tuple(out)
 
     def _variables(self, m: CommentedMap, what: str) -> dict[str, str]:
-        table = self.r.mapping(
-            m["variables"], f"{what} variables", set(), set(m["variables"] or {})
-        )
-        _string_keys(self.r, table, f"{what} variables")
+        table = self._names_table(m["variables"], f"{what} variables")
         out: dict[str, str] = {}
         for name in table:
             line = _key_line(table, name)
