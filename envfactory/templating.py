@@ -23,13 +23,13 @@ def templates_dir() -> Path:
     return Path(__file__).resolve().parents[1] / "templates"
 
 
-_PLAIN_YAML = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:=<>!*,+/-]*$")
+_PLAIN_YAML = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:=<>!*,+/-]*")
 
 
 def yaml_str(value: object) -> str:
     """A YAML scalar: bare when it is safe to read back as the same string, else double-quoted."""
     text = str(value)
-    if _PLAIN_YAML.match(text) and not text.endswith(":") and ": " not in text:
+    if _PLAIN_YAML.fullmatch(text) and not text.endswith(":") and ": " not in text:
         return text
     return json.dumps(text, ensure_ascii=False)
 

@@ -155,3 +155,16 @@ def test_a_manifest_bomb_through_the_cli(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert proc.stderr.startswith("error: ") and "aliases expand" in proc.stderr
     assert "\nhint: " in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("text", ["pandas\n", "x\n- evil", "a: b", "end:", "\u2028", "'q'"])
+def test_the_yaml_filter_never_writes_a_line_break_or_mapping_bare(text: str) -> None:
+    """The last line of defence for environment.yml: ``yaml_str`` wrote ``"pandas\\n"`` bare
+    (its pattern was ``^...$`` with ``match``); whatever it writes reads back as the string."""
+    from ruamel.yaml import YAML
+
+    from envfactory.templating import yaml_str
+
+    written = yaml_str(text)
+    assert "\n" not in written
+    assert YAML(typ="safe").load(f"key: {written}\n") == {"key": text}
