@@ -195,6 +195,22 @@ def test_pip_tensorflow_over_conda_and_mixed_channels(tmp_path: Path) -> None:
     assert "pip-tf-over-conda" in _audit(tmp_path, "list2.txt", freeze_and_conda)
 
 
+def test_conda_list_export_with_pip_packages(tmp_path: Path) -> None:
+    text = (
+        "# This file may be used to create an environment using:\n"
+        "# $ conda create --name <env> --file <this file>\n# platform: win-64\n"
+        "_tflow_select=2.1.0=gpu\ncudatoolkit=10.0.130=0\ncudnn=7.6.5=cuda10.0_0\n"
+        "python=3.7.7=h81c818b_4\ntensorflow-gpu=2.1.0=pypi_0\ntensorflow-estimator=2.4.0=pypi_0\n"
+    )
+    path = tmp_path / "export.txt"
+    path.write_text(text)
+    [report] = audit_path(load_catalog(), path)
+    assert (report.inventory.kind, report.inventory.platform) == ("conda list --export", "win-64")
+    ids = {f.id for f in report.findings}
+    # TF 2.1 wheels were built for CUDA 10.1; estimator 2.4 is not TF 2.1's
+    assert {"cuda-mismatch", "tf-family-skew"} <= ids
+
+
 def test_pip_freeze_and_keras_out_of_step(tmp_path: Path) -> None:
     text = "tensorflow==2.12.0\nkeras==2.11.0\ntensorboard==2.12.3\nnumpy==1.23.5\n"
     path = tmp_path / "requirements.txt"

@@ -115,7 +115,7 @@ def doctor(
 def audit(
     target: Path = typer.Argument(
         ...,
-        help="An environment.yml / conda env export, conda list (--explicit) output, a "
+        help="An environment.yml / conda env export, conda list (--explicit, --export) output, a "
         "conda-lock.yml, a pip freeze, or an environment's directory.",
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),

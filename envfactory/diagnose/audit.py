@@ -2,9 +2,9 @@
 catalog combo and the ``envfactory.yaml`` entry that rebuilds it properly.
 
 Reads an ``environment.yml`` / ``conda env export``, ``conda list --explicit`` (or any explicit
-lock), ``conda list`` output, a ``conda-lock.yml``, a ``pip freeze`` or a live prefix (its
-``conda-meta/`` records and site-packages), each into one :class:`Inventory` per platform. The
-checks are pure functions of an inventory and the catalog.
+lock), ``conda list`` and ``conda list --export`` output, a ``conda-lock.yml``, a ``pip freeze``
+or a live prefix (its ``conda-meta/`` records and site-packages), each into one
+:class:`Inventory` per platform. The checks are pure functions of an inventory and the catalog.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from envfactory.yamlio import load_yaml
 Manager = Literal["conda", "pip"]
 Severity = Literal["problem", "warning"]
 Kind = Literal[
-    "environment.yml", "conda env export", "explicit", "conda list", "conda-lock", "pip freeze",
-    "prefix",
+    "environment.yml", "conda env export", "explicit", "conda list", "conda list --export",
+    "conda-lock", "pip freeze", "prefix",
 ]  # fmt: skip
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
@@ -251,6 +251,24 @@ def _conda_list(text: str, source: str) -> list[Inventory]:
     return [Inventory(source, "conda list", platform, tuple(packages))]
 
 
+def _conda_export(text: str, source: str) -> list[Inventory]:
+    """``conda list --export`` (``name=version=build`` lines, ``pypi_0`` builds came from pip)."""
+    packages = []
+    for line in text.splitlines():
+        parts = line.strip().split("=")
+        if line.startswith("#") or len(parts) != 3:
+            continue
+        name, version, build = parts
+        if build.startswith("pypi_"):
+            packages.append(Package(_canonical(name), version, "", "pypi", "pip"))
+        else:
+            packages.append(Package(name, version, build, "", "conda"))
+    header = re.search(r"^# platform: (\S+)", text, re.M)
+    return [
+        Inventory(source, "conda list --export", header[1] if header else None, tuple(packages))
+    ]
+
+
 def _prefix(path: Path) -> list[Inventory]:
     if (
         not (path / "conda-meta").is_dir()
@@ -302,6 +320,8 @@ def read_inventories(path: Path) -> list[Inventory]:
     if re.search(r"^# packages in environment at ", text, re.M):
         return _conda_list(text, source)
     stripped = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if stripped and all(re.match(r"^[A-Za-z0-9_.\-]+=[^=\s]+=\S+$", ln.strip()) for ln in stripped):
+        return _conda_export(text, source)
     if stripped and all(re.match(r"^[A-Za-z0-9_.\-\[\]]+\s*(==|===| @ )", ln) for ln in stripped):
         return [
             Inventory(source, "pip freeze", None, tuple(p for p in map(_pip_line, stripped) if p))
@@ -316,7 +336,7 @@ def read_inventories(path: Path) -> list[Inventory]:
         return _conda_list(text, source)
     raise UserInputError(
         f"cannot tell what {path} is",
-        "give an environment.yml / 'conda env export', 'conda list --explicit' or 'conda list' "
+        "give an environment.yml / 'conda env export', 'conda list' (--explicit, --export) "
         "output, a conda-lock.yml, a 'pip freeze' or an environment's directory",
     )
 
