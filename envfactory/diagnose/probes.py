@@ -629,7 +629,14 @@ class LiveProbes:
     def wsl(self) -> tuple[str, ...]:
         if self.os_name != "linux":
             return ()
-        return tuple(m for m in WSL_MARKERS if Path(m).exists())
+        found = [m for m in WSL_MARKERS if Path(m).exists()]
+        try:
+            release = Path("/proc/sys/kernel/osrelease").read_text(encoding="utf-8").strip()
+        except OSError:
+            release = ""
+        if "microsoft" in release.lower():  # e.g. 5.15.153.1-microsoft-standard-WSL2
+            found.append(f"kernel {release}")
+        return tuple(found)
 
     def packages(self, prefix: Path) -> PrefixPackages:
         return read_prefix_packages(prefix)
