@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,18 @@ def test_channels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             build_wheel_folder(root / "wheels", sorted((DATA / "pypi").glob("*.json")))
         ),
     }
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _package_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test reads or fills the user's package cache (create's, mirror's): one per session,
+    inherited by the subprocesses tests start."""
+    saved = {k: os.environ.get(k) for k in ("ENVFACTORY_PKGS_DIRS", "CONDA_PKGS_DIRS")}
+    os.environ["ENVFACTORY_PKGS_DIRS"] = str(tmp_path_factory.mktemp("pkgs"))
+    os.environ.pop("CONDA_PKGS_DIRS", None)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

@@ -50,7 +50,7 @@ def test_create_linux_env_with_conda_and_pip(tf114_lock: Path, tmp_path: Path) -
     site = prefix / "lib/python3.7/site-packages"
     assert (site / "tensorflow_gpu-1.14.0.dist-info").is_dir()
     assert not list(site.glob("numpy-*.dist-info"))  # numpy is conda's
-    assert any("[6/6]" in m for m in messages)
+    assert any("linking 6 conda packages" in m for m in messages)
     assert leftovers(prefix.parent) == []
     assert verify_environment(prefix).identical
 
@@ -89,13 +89,18 @@ def test_a_tampered_package_fails_and_leaves_nothing(
 
 def test_existing_prefix_needs_force(tf114_lock: Path, tmp_path: Path) -> None:
     prefix = tmp_path / "taken"
-    prefix.mkdir()
+    create_environment(tf114_lock, prefix, platform="linux-64")
     (prefix / "keep.txt").write_text("mine")
     with pytest.raises(UserInputError, match="not empty") as info:
         create_environment(tf114_lock, prefix, platform="linux-64")
     assert info.value.hint and "--force" in info.value.hint
     assert (prefix / "keep.txt").read_text() == "mine"
-    create_environment(tf114_lock, prefix, force=True, platform="linux-64")
+    messages: list[str] = []
+    result = create_environment(
+        tf114_lock, prefix, force=True, platform="linux-64", progress=messages.append
+    )
+    assert result.replaced == prefix
+    assert any(f"--force: the conda environment {prefix}" in m for m in messages)
     assert not (prefix / "keep.txt").exists()
     assert verify_environment(prefix).identical
     assert leftovers(tmp_path) == []

@@ -251,3 +251,61 @@ def test_cli_mirror_of_a_project_environment(
     assert "mirrored 32 files" in proc.stdout  # 13 conda + 19 pip
     assert f"envfactory create legacy --channel-map defaults={url}" in proc.stdout
     assert (tmp_path / "offline/noarch/pytz-2019.1-py_0.tar.bz2").is_file()
+
+
+def test_subdirs_from_the_lock_must_be_platform_names(tmp_path: Path) -> None:
+    """A lock URL ``file:///src/x/../notes.txt`` once made mirror write DIR/../notes.txt."""
+    from crafted import Crafted, write_crafted, write_lock
+
+    from envfactory.errors import UserInputError
+
+    pkg = Crafted("good", files={"share/g": b"g\n"})
+    archive = write_crafted(tmp_path / "channel", pkg)
+    lock = write_lock(tmp_path / "lock", {archive: pkg})
+    source = tmp_path / "src"
+    (source / "x").mkdir(parents=True)
+    (source / "notes.txt").write_text("theirs\n")
+    lock.write_text(
+        lock.read_text().replace(archive.resolve().as_uri(), f"file://{source}/x/../notes.txt")
+    )
+    mirror = tmp_path / "out" / "mirror"
+    with pytest.raises(UserInputError, match=r"subdir '\.\.'.* is not a conda platform"):
+        mirror_lock(lock, mirror)
+    assert not (tmp_path / "out" / "notes.txt").exists()
+    assert not mirror.exists() or list(mirror.rglob("*")) == []
+
+
+@pytest.mark.parametrize(
+    ("subdir", "filename"),
+    [("linux-64", "a 1.tar.bz2"), ("linux-64", "notes.txt"), ("etc", "a-1-0.tar.bz2")],
+)
+def test_file_names_from_the_lock_are_plain(subdir: str, filename: str) -> None:
+    from envfactory.build.mirror import relative_path
+    from envfactory.errors import UserInputError
+
+    pkg = LockedPackage(
+        manager="conda", name="a", version="1", platform="linux-64",
+        url=f"https://example.org/c/{subdir}/{filename}", build="0", subdir=subdir,
+        sha256="0" * 64,
+    )  # fmt: skip
+    with pytest.raises(UserInputError):
+        relative_path(pkg)
+    wheel = LockedPackage(
+        manager="pip", name="a", version="1", platform="linux-64",
+        url="https://example.org/../../a.sh", sha256="0" * 64,
+    )  # fmt: skip
+    with pytest.raises(UserInputError, match="not a wheel file name"):
+        relative_path(wheel)
+
+
+def test_the_hint_names_a_part_file_only_when_there_is_one(tmp_path: Path) -> None:
+    import requests
+
+    pkg = LockedPackage(
+        manager="conda", name="a", version="1", platform="linux-64",
+        url="http://127.0.0.1:9/c/linux-64/a-1-0.tar.bz2", build="0", sha256="0" * 64,
+    )  # fmt: skip
+    with requests.Session() as session, pytest.raises(ToolError) as info:
+        fetch_verified(pkg, tmp_path / "linux-64" / "a-1-0.tar.bz2", session)
+    assert info.value.hint is not None and ".part" not in info.value.hint
+    assert not list((tmp_path / "linux-64").glob("*.part"))

@@ -1,14 +1,28 @@
 """Create stage: build an environment from a lock, exactly as locked.
 
-1. check every package file against the lock's sha256 (or md5), ``file://`` ones included
-   (rattler checks none of those: shared/research/feasibility.md §1d);
-2. install the conda packages with py-rattler into a staging directory next to the prefix, the
-   final prefix patched into the files; then the pip wheels (pip ``--require-hashes``);
-3. install the combo's activation scripts, and a project environment's variables into
+1. check the target: an existing prefix is replaced only with ``--force`` and only when it is a
+   conda environment (a ``conda-meta/`` directory) that is neither the current directory nor
+   one of its parents; pip URLs are one-line http(s)/file URLs;
+2. bring every conda package into the shared package cache (``pkgcache``): the archive's
+   sha256 (or md5) checked against the lock's while it is extracted, ``file://`` ones included
+   (rattler checks none of those: shared/research/feasibility.md §1d), every ``paths.json``
+   entry checked to stay inside the prefix and every file against its sha256 and size;
+3. check the packages together (no file under another package's symlink), link them with
+   py-rattler from the cache into a staging directory next to the prefix (the final prefix
+   patched into the files), and check every installed file against ``paths.json``; then the
+   pip wheels (pip ``--require-hashes``);
+4. install the combo's activation scripts, and a project environment's variables into
    ``conda-meta/state`` (where conda and micromamba read ``env config vars``);
-4. move the staging directory into place (an old prefix is moved aside first, with ``--force``).
+5. move the staging directory into place; a replaced environment is swapped out in one
+   ``renameat2(RENAME_EXCHANGE)`` where Linux has it, and then removed.
 
-Any failure or interrupt removes the staging directory: no half-built prefix is left behind.
+Any failure or interrupt (SIGINT, SIGTERM, SIGHUP) waits for the threads that write into the
+staging directory and removes it. A kill -9 cannot be caught: the staging directory carries a
+marker whose ``flock`` dies with the process, and the next create next to the same prefix
+removes it (``pkgcache.sweep_stale``).
+
+Files and directories get the modes the umask gives (0644/0755 under umask 022), the
+``conda-meta`` records and activation scripts included.
 
 An air-gapped machine creates from a mirror (``envfactory mirror``): ``channel_map`` points the
 lock's channels elsewhere (the lock records which URL each channel name had) and ``wheel_dir``
@@ -17,25 +31,42 @@ holds the locked wheels by file name. The hashes checked are always the lock's.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
-import shutil
-import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+import os
+import re
+import signal
+import stat
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from types import FrameType
 
 from envfactory.activation.plan import install_activation
 from envfactory.build.channels import ChannelMap
 from envfactory.build.checks import LockedPackage
 from envfactory.build.lockmeta import LockMetadata
+from envfactory.build.pkgcache import (
+    CacheProgress,
+    PackageCache,
+    Staging,
+    UnsafePackage,
+    check_link_target,
+    check_no_write_through_links,
+    check_relative,
+    sweep_stale,
+)
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import Platform, host_platform
 from envfactory.errors import ToolError, UserInputError
 from envfactory.progress import Progress
 
 MARKER = "envfactory.json"  # conda-meta/envfactory.json: which lock built this prefix
+_PIP_URL = re.compile(r"\A(?:https?|file)://[^\s\x00-\x1f\x7f]+\Z")
+_SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")
+_PIP_NAME = re.compile(r"\A[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\Z")
 
 
 def resolve_lock(target: str, locks_dir: Path = Path("locks")) -> Path:
@@ -62,57 +93,22 @@ class CreateResult:
     pip: int
     activation: tuple[Path, ...]
     activation_note: str | None
-
-
-def _local_path(url: str) -> Path | None:
-    return Path(unquote(urlparse(url).path)) if url.startswith("file://") else None
-
-
-def _digest(path: Path, algorithm: str) -> str:
-    h = hashlib.new(algorithm)
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    replaced: Path | None = None  # the environment --force replaced
+    from_cache: int = 0  # conda packages that were in the package cache already
 
 
 def verify_file(pkg: LockedPackage, path: Path) -> None:
     """Raise unless ``path`` has the lock's sha256 (preferred) or md5 for ``pkg``."""
-    if pkg.sha256:
-        algorithm, expected = "sha256", pkg.sha256
-    elif pkg.md5:
-        algorithm, expected = "md5", pkg.md5
-    else:
+    from envfactory.build.pkgcache import archive_matches
+
+    if not archive_matches(pkg, path):
+        algorithm = "sha256" if pkg.sha256 else "md5"
         raise ToolError(
-            f"{pkg.describe()} has no hash in the lock", "re-lock: every package needs one"
-        )
-    found = _digest(path, algorithm)
-    if found != expected:
-        raise ToolError(
-            f"{pkg.describe()}: {algorithm} of {path} is {found}, the lock says {expected}",
+            f"{pkg.describe()}: the {algorithm} of {path} differs from the lock's "
+            f"{pkg.sha256 or pkg.md5}",
             "the package file changed after locking; re-lock from a channel you trust, "
             "or restore the original file",
         )
-
-
-def _fetch(pkg: LockedPackage, downloads: Path) -> Path:
-    local = _local_path(pkg.url)
-    if local is not None:
-        if not local.is_file():
-            raise ToolError(f"{pkg.describe()}: {local} does not exist", "check the channel map")
-        return local
-    import requests
-
-    target = downloads / pkg.filename
-    try:
-        with requests.get(pkg.url, stream=True, timeout=60) as response:
-            response.raise_for_status()
-            with target.open("wb") as handle:
-                for chunk in response.iter_content(1 << 20):
-                    handle.write(chunk)
-    except requests.RequestException as exc:
-        raise ToolError(f"cannot download {pkg.url}: {exc}") from None
-    return target
 
 
 def relocate(
@@ -124,8 +120,6 @@ def relocate(
     """The packages with their URLs pointed at a mirror: a conda URL under the URL a channel
     had at lock time moves under the URL ``channel_map`` gives that channel name now; a wheel
     is taken from ``wheels`` by file name. Names, versions and hashes stay the lock's."""
-    from dataclasses import replace
-
     out = []
     for pkg in packages:
         url = pkg.url
@@ -137,7 +131,7 @@ def relocate(
                     break
         elif pkg.manager == "pip" and wheels is not None:
             local = wheels / pkg.filename
-            if not local.is_file():
+            if "/" in pkg.filename or not local.is_file():
                 raise UserInputError(
                     f"{pkg.describe()}: {pkg.filename} is not in {wheels}",
                     "pass the wheels/ folder that 'envfactory mirror' wrote for this lock",
@@ -147,10 +141,113 @@ def relocate(
     return out
 
 
-def _staged(pkg: LockedPackage, path: Path) -> LockedPackage:
-    from dataclasses import replace
+def check_pip_packages(wheels: Sequence[LockedPackage]) -> None:
+    """Each wheel becomes one line of pip's requirements file: its name, URL and sha256 must
+    not carry anything else (a newline would add an option such as ``--find-links``)."""
+    for pkg in wheels:
+        if not _PIP_NAME.match(pkg.name):
+            raise UserInputError(
+                f"the lock's pip package name {pkg.name!r} is not a package name",
+                "the lock is damaged or crafted; re-lock it",
+            )
+        if not _PIP_URL.match(pkg.url):
+            raise UserInputError(
+                f"{pkg.describe()}: url {pkg.url!r} is not one http(s):// or file:// URL "
+                "without spaces or control characters",
+                "the lock is damaged or crafted; re-lock it",
+            )
+        if not pkg.sha256 or not _SHA256.match(pkg.sha256):
+            raise UserInputError(
+                f"{pkg.describe()}: the lock has no valid sha256 for it",
+                "every wheel needs one (pip --require-hashes); re-lock it",
+            )
 
-    return replace(pkg, url=path.resolve().as_uri())
+
+def check_target(prefix: Path, force: bool) -> Path | None:
+    """What creating at ``prefix`` replaces: None for a new or empty directory, the prefix for
+    a conda environment under ``--force``; everything else is refused."""
+    if prefix.is_symlink():
+        raise UserInputError(
+            f"{prefix} is a symbolic link", "pass the directory it points to, or another prefix"
+        )
+    if not prefix.exists():
+        return None
+    if not prefix.is_dir():
+        raise UserInputError(f"{prefix} exists and is not a directory", "choose another prefix")
+    if not any(prefix.iterdir()):
+        return None
+    if not force:
+        raise UserInputError(
+            f"{prefix} exists and is not empty",
+            "choose another prefix, or pass --force to replace the conda environment there",
+        )
+    if not (prefix / "conda-meta").is_dir() or (prefix / "conda-meta").is_symlink():
+        raise UserInputError(
+            f"--force replaces only a conda environment; {prefix} has no conda-meta/ directory",
+            "choose another prefix; envfactory never deletes a directory that is not an "
+            "environment",
+        )
+    here = Path.cwd().resolve()
+    real = prefix.resolve()
+    if real == here or real in here.parents:
+        raise UserInputError(
+            f"--force would remove {prefix}, which holds the current directory",
+            "run from outside the environment, or choose another prefix",
+        )
+    return prefix
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP during create: handled like Ctrl-C (clean up, exit 130)."""
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    caught = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s]
+    old = {s: signal.signal(s, handler) for s in caught}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _to_the_end(work: Callable[[], None]) -> None:
+    """Run ``work`` in a thread and wait for it even when interrupted, so nothing writes into
+    a directory after the caller removed it; the interrupt is raised afterwards."""
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            work()
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=target, name="envfactory-link")
+    thread.start()
+    interrupted: BaseException | None = None
+    while thread.is_alive():
+        try:
+            thread.join()
+        except KeyboardInterrupt as exc:
+            interrupted = interrupted or exc
+    if interrupted is not None:
+        raise interrupted
+    if failure:
+        raise failure[0]
 
 
 def create_environment(
@@ -158,10 +255,11 @@ def create_environment(
     prefix: Path,
     force: bool = False,
     platform: Platform | None = None,
-    cache_dir: Path | None = None,
+    cache: PackageCache | None = None,
     progress: Progress | None = None,
     channel_map: ChannelMap | None = None,
     wheel_dir: Path | None = None,
+    cache_progress: CacheProgress | None = None,
 ) -> CreateResult:
     from envfactory.build import condalock_adapter, pypi, rattler_adapter
 
@@ -182,56 +280,182 @@ def create_environment(
         wheel_dir,
     )
     conda = [p for p in packages if p.manager == "conda"]
+    # conda-meta records the lock's URLs; the cache was filled from the relocated ones
+    locked = [p for p in lock.packages if p.platform == target_platform and p.manager == "conda"]
     wheels = [p for p in packages if p.manager == "pip"]
+    check_pip_packages(wheels)
     prefix = prefix.expanduser().absolute()
-    if prefix.exists() and (not prefix.is_dir() or any(prefix.iterdir())) and not force:
-        raise UserInputError(
-            f"{prefix} exists and is not empty",
-            "choose another prefix, or pass --force to replace it",
+    replacing = check_target(prefix, force)
+    if replacing is not None:
+        records = len(list((prefix / "conda-meta").glob("*.json")))
+        say(
+            f"--force: the conda environment {prefix} ({records} records in conda-meta/) is "
+            "removed once the new one is in place"
         )
     python = meta.python or _python_of(conda)
     glibc = meta.virtual_packages.get(target_platform, {}).get("__glibc")
+    cache = cache or PackageCache()
+    umask = _umask()
 
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{prefix.name}.envfactory-", dir=prefix.parent))
-    downloads = Path(tempfile.mkdtemp(prefix="envfactory-downloads-"))
-    cache = cache_dir or Path(tempfile.mkdtemp(prefix="envfactory-pkgs-"))
-    try:
-        say(f"checking {len(conda)} conda packages against the lock's hashes")
-        ready = []
-        for index, pkg in enumerate(conda, 1):
-            path = _fetch(pkg, downloads)
-            verify_file(pkg, path)
-            ready.append(_staged(pkg, path))
-            say(f"  [{index}/{len(conda)}] {pkg.describe()} ok")
-        say(f"installing {len(ready)} conda packages")
-        rattler_adapter.install(ready, staging, target_platform, cache, final_prefix=prefix)
-        _restore_urls(staging, {s.url: p.url for s, p in zip(ready, conda, strict=True)})
-        if wheels:
-            say(f"installing {len(wheels)} pip wheels (hashes checked by pip --require-hashes)")
-            pypi.install_wheels(wheels, staging, target_platform, python, glibc)
-        activation, note = _activation(meta.combo, staging, target_platform)
-        if meta.variables:
-            _write_state(staging, dict(meta.variables))
-        marker = {"lock": str(lock_path.resolve()), "platform": target_platform}
-        if meta.combo:
-            marker["combo"] = meta.combo
-        if meta.environment:
-            marker["environment"] = meta.environment
-        (staging / "conda-meta" / MARKER).write_text(
-            json.dumps(marker, indent=1) + "\n", encoding="utf-8"
-        )
-        _move_into_place(staging, prefix)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    finally:
-        shutil.rmtree(downloads, ignore_errors=True)
-        if cache_dir is None:
-            shutil.rmtree(cache, ignore_errors=True)
+    staging_prefix = f".{prefix.name}.envfactory-"
+    with _signals_interrupt():
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+        for stale in sweep_stale(prefix.parent, staging_prefix):
+            say(f"removed {stale}, left by an interrupted create")
+        staging = Staging.make(prefix.parent, staging_prefix, mode=0o777 & ~umask)
+        try:
+            say(f"{len(conda)} conda packages: checking them into the cache {cache.root}")
+            with cache.acquire(conda, cache_progress) as lease:
+                found = {pkg.describe(): c.entries for pkg, c in zip(conda, lease, strict=True)}
+                check_no_write_through_links(found)
+                hits = sum(1 for c in lease if c.outcome == "cached")
+                say(f"linking {len(conda)} conda packages ({hits} were cached already)")
+                _to_the_end(
+                    lambda: rattler_adapter.install(
+                        locked, staging.path, target_platform, cache.root, final_prefix=prefix
+                    )
+                )
+                check_installed(staging.path, {str(c.directory) for c in lease})
+            if wheels:
+                say(f"installing {len(wheels)} pip wheels (hashes checked by pip --require-hashes)")
+                pypi.install_wheels(wheels, staging.path, target_platform, python, glibc)
+            activation, note = _activation(meta.combo, staging.path, target_platform)
+            if meta.variables:
+                _write_state(staging.path, dict(meta.variables))
+            marker = {"lock": str(lock_path.resolve()), "platform": target_platform}
+            if meta.combo:
+                marker["combo"] = meta.combo
+            if meta.environment:
+                marker["environment"] = meta.environment
+            (staging.path / "conda-meta" / MARKER).write_text(
+                json.dumps(marker, indent=1) + "\n", encoding="utf-8"
+            )
+            _apply_umask(staging.path, activation, umask)
+            staging.release_marker()
+            _move_into_place(staging, prefix, staging_prefix)
+        except BaseException:
+            staging.remove()
+            raise
     say(f"created {prefix}")
-    moved = tuple(prefix / p.relative_to(staging) for p in activation)
-    return CreateResult(prefix, target_platform, len(conda), len(wheels), moved, note)
+    moved = tuple(prefix / p.relative_to(staging.path) for p in activation)
+    return CreateResult(
+        prefix, target_platform, len(conda), len(wheels), moved, note, replacing, hits
+    )
+
+
+def check_installed(prefix: Path, sources: set[str]) -> None:
+    """Every file the conda packages installed, against the record rattler wrote from
+    ``paths.json``: inside the prefix and under no symlink; a file is the cache's (a hard link to
+    the entry checked on its way in) or has the listed sha256 and size (``sha256_in_prefix``
+    where the prefix was patched in); a symlink points inside the prefix."""
+    from envfactory.build.pkgcache import _digest
+
+    cached: set[tuple[int, int]] = set()
+    walked: set[Path] = set()
+    records = []
+    for path in sorted((prefix / "conda-meta").glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        source = record.get("extracted_package_dir") or (record.get("link") or {}).get("source")
+        if source not in sources:
+            raise ToolError(
+                f"{path.name}: linked from {source}, not from the checked cache entry",
+                "report this as a bug in envfactory",
+            )
+        records.append(record)
+    directories: set[str] = set()
+    for record in records:
+        what = f"{record['name']} {record['version']} {record['build']}"
+        src = Path(record.get("extracted_package_dir") or "")
+        entries = (record.get("paths_data") or {}).get("paths", [])
+        for raw in entries:
+            rel = raw["_path"]
+            check_relative(what, rel)
+            parts = rel.split("/")
+            directories.update("/".join(parts[:i]) for i in range(1, len(parts)))
+            full = prefix / rel
+            try:
+                st = full.lstat()
+            except OSError:
+                raise UnsafePackage(
+                    f"{what}: {rel} is missing after linking", "report this as a bug"
+                ) from None
+            kind = raw.get("path_type", "hardlink")
+            if kind == "softlink":
+                if not stat.S_ISLNK(st.st_mode):
+                    raise UnsafePackage(f"{what}: {rel} should be a symlink", "re-lock")
+                check_link_target(what, rel, str(full.readlink()))
+                continue
+            if kind == "directory":
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                check_link_target(what, rel, str(full.readlink()))
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                raise UnsafePackage(f"{what}: {rel} is not a regular file after linking", "")
+            if kind != "hardlink":
+                continue  # python entry points, .pyc: written by rattler, not in paths.json
+            if raw.get("prefix_placeholder"):
+                expected = raw.get("sha256_in_prefix") or raw.get("sha256")
+            else:
+                if (st.st_dev, st.st_ino) not in cached:
+                    _remember(cached, walked, src)
+                if (st.st_dev, st.st_ino) in cached:
+                    continue  # the cache's own file, checked when it entered the cache
+                expected = raw.get("sha256")
+                size = raw.get("size_in_bytes")
+                if size is not None and st.st_size != size:
+                    raise UnsafePackage(
+                        f"{what}: {rel} has {st.st_size} bytes after linking, "
+                        f"paths.json says {size}",
+                        "the cache entry changed; 'envfactory cache clean' and run again",
+                    )
+            if expected and _digest(full, "sha256") != expected:
+                raise UnsafePackage(
+                    f"{what}: the sha256 of {rel} after linking differs from paths.json",
+                    "the cache entry changed; 'envfactory cache clean' and run again",
+                )
+    for rel in sorted(directories):
+        st = (prefix / rel).lstat()
+        if not stat.S_ISDIR(st.st_mode):
+            raise UnsafePackage(
+                f"{rel} in the new prefix is not a directory but files were linked under it",
+                "a package installs a symlink where another has a directory; re-lock",
+            )
+
+
+def _remember(cached: set[tuple[int, int]], walked: set[Path], directory: Path) -> None:
+    """Add the (device, inode) of every file of a cache entry, once per entry."""
+    if directory in walked:
+        return
+    walked.add(directory)
+    for dirpath, _dirs, files in os.walk(directory):
+        for name in files:
+            with contextlib.suppress(OSError):
+                st = (Path(dirpath) / name).lstat()
+                cached.add((st.st_dev, st.st_ino))
+
+
+def _apply_umask(prefix: Path, written: Sequence[Path], umask: int) -> None:
+    """The modes the umask gives, on what envfactory and rattler wrote themselves (rattler
+    writes conda-meta records 0600; mkdtemp makes 0700). Linked package files are left alone:
+    they are the cache's inodes."""
+    dir_mode, file_mode = 0o777 & ~umask, 0o666 & ~umask
+    prefix.chmod(dir_mode)
+    meta = prefix / "conda-meta"
+    own = [meta, *meta.iterdir(), *written]
+    for path in written:
+        for parent in path.parents:
+            if parent == prefix:
+                break
+            own.append(parent)
+    for path in own:
+        st = path.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            continue
+        if stat.S_ISDIR(st.st_mode) or st.st_mode & 0o100:
+            path.chmod(dir_mode)
+        else:
+            path.chmod(file_mode)
 
 
 def _write_state(prefix: Path, variables: dict[str, str]) -> None:
@@ -243,31 +467,56 @@ def _write_state(prefix: Path, variables: dict[str, str]) -> None:
     state.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def _move_into_place(staging: Path, prefix: Path) -> None:
-    old: Path | None = None
-    if prefix.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{prefix.name}.envfactory-old-", dir=prefix.parent))
-        old.rmdir()
-        prefix.rename(old)
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False if unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    import errno
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), str(a))
+
+
+def _move_into_place(staging: Staging, prefix: Path, staging_prefix: str) -> None:
+    if not prefix.exists():
+        staging.path.rename(prefix)
+        return
+    if not any(prefix.iterdir()):
+        prefix.rmdir()
+        staging.path.rename(prefix)
+        return
+    # The replaced environment gets a marker first, so that if this process dies before it
+    # is removed, the next create removes it (its name then starts with staging_prefix).
+    old = Staging.adopt(prefix)
     try:
-        staging.rename(prefix)
+        swapped = _exchange(staging.path, prefix)
     except OSError:
-        if old is not None:
-            old.rename(prefix)
+        old.release_marker()
         raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _restore_urls(prefix: Path, urls: dict[str, str]) -> None:
-    """Record the lock's URL (not the verified local copy's) in ``conda-meta``."""
-    for path in sorted((prefix / "conda-meta").glob("*.json")):
-        record = json.loads(path.read_text(encoding="utf-8"))
-        original = urls.get(record.get("url", ""))
-        if original and original != record["url"]:
-            record["url"] = original
-            record["channel"] = original.rsplit("/", 2)[0]
-            path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    if swapped:
+        old.path = staging.path
+    else:
+        aside = prefix.parent / f"{staging_prefix}old-{os.getpid()}"
+        prefix.rename(aside)
+        old.path = aside
+        try:
+            staging.path.rename(prefix)
+        except OSError:
+            aside.rename(prefix)
+            old.release_marker()
+            raise
+    old.remove()
 
 
 def _python_of(conda: Sequence[LockedPackage]) -> str:

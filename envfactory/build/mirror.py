@@ -10,11 +10,18 @@ lock's sha256 (md5 when the lock has no sha256): a file under its final name is 
 A ``.part`` left by an interrupted run is resumed with an HTTP ``Range`` request; if the
 resumed file's hash is wrong, it is downloaded once more from the start. ``file://`` sources are
 copied. Files already in DIR with the right hash are kept, so running the command again only
-fetches what is missing.
+fetches what is missing. A conda archive already in the shared package cache (``pkgcache``:
+what ``create`` downloaded, or conda's ``CONDA_PKGS_DIRS``) with the lock's hash is copied
+from there, and an archive downloaded here is linked into the cache for ``create``.
+
+A lock is untrusted input: the subdirectory of a conda package must be a known conda platform
+name (rattler's list) and every file name a plain archive or wheel name, so nothing is written
+outside DIR.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +32,7 @@ from urllib.parse import unquote, urlparse
 from envfactory.build.checks import LockedPackage
 from envfactory.build.create import verify_file
 from envfactory.build.lockmeta import LockMetadata
+from envfactory.build.pkgcache import PackageCache
 from envfactory.catalog.model import Platform
 from envfactory.errors import ToolError, UserInputError
 from envfactory.progress import Progress
@@ -32,7 +40,7 @@ from envfactory.progress import Progress
 if TYPE_CHECKING:
     import requests
 
-Outcome = Literal["kept", "downloaded", "resumed", "copied"]
+Outcome = Literal["kept", "downloaded", "resumed", "copied", "cached"]
 WHEELS_DIR = "wheels"
 CHUNK = 1 << 16  # what an interrupted download loses at most
 TIMEOUT_S = 60
@@ -63,11 +71,35 @@ class MirrorResult:
         return " ".join(parts)
 
 
+_WHEEL = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.+!\-]*\.whl\Z")
+
+
+def known_subdirs() -> frozenset[str]:
+    from rattler import Subdir
+
+    return frozenset(str(p) for p in Subdir.all())
+
+
 def relative_path(pkg: LockedPackage) -> str:
+    """Where ``pkg`` goes in the mirror; refused unless it is ``<known subdir>/<archive>`` or
+    ``wheels/<wheel>`` (the lock's URL must not choose a path outside DIR)."""
     if pkg.manager == "pip":
+        if not _WHEEL.match(pkg.filename):
+            raise UserInputError(
+                f"{pkg.describe()}: {pkg.filename!r} is not a wheel file name",
+                "the lock is damaged or crafted; re-lock it",
+            )
         return f"{WHEELS_DIR}/{pkg.filename}"
+    from envfactory.build.pkgcache import archive_name
+
     subdir = pkg.subdir or pkg.url.rsplit("/", 2)[-2]
-    return f"{subdir}/{pkg.filename}"
+    if subdir not in known_subdirs():
+        raise UserInputError(
+            f"{pkg.describe()}: subdir {subdir!r} (from {pkg.url}) is not a conda platform",
+            "a conda package lives under noarch/, linux-64/, win-64/, ...; the lock is "
+            "damaged or crafted: re-lock it",
+        )
+    return f"{subdir}/{archive_name(pkg)}"
 
 
 def mirror_lock(
@@ -75,6 +107,7 @@ def mirror_lock(
     directory: Path,
     platforms: Sequence[Platform] = (),
     progress: Progress | None = None,
+    cache: PackageCache | None = None,
 ) -> MirrorResult:
     """Download exactly the packages of ``lock_path`` (all its platforms unless ``platforms``),
     check each against the lock's hash, and index ``directory`` as a channel."""
@@ -96,12 +129,13 @@ def mirror_lock(
             # a noarch package is listed once per platform: one file
             wanted.setdefault(relative_path(pkg), pkg)
     directory.mkdir(parents=True, exist_ok=True)
+    cache = cache or PackageCache()
     outcomes: dict[str, Outcome] = {}
     import requests  # here, not at import time: requests costs the CLI start-up time
 
     with requests.Session() as session:
         for index, (rel, pkg) in enumerate(sorted(wanted.items()), 1):
-            outcome = fetch_verified(pkg, directory / rel, session)
+            outcome = fetch_verified(pkg, directory / rel, session, cache)
             outcomes[rel] = outcome
             say(f"[{index}/{len(wanted)}] {rel}: {outcome}")
     say(f"indexing {directory}")
@@ -110,7 +144,12 @@ def mirror_lock(
     return MirrorResult(directory, lock_path, chosen, outcomes, dict(recorded.channels))
 
 
-def fetch_verified(pkg: LockedPackage, dest: Path, session: requests.Session) -> Outcome:
+def fetch_verified(
+    pkg: LockedPackage,
+    dest: Path,
+    session: requests.Session,
+    cache: PackageCache | None = None,
+) -> Outcome:
     """Put the locked file at ``dest``, whole and with the lock's hash, or raise."""
     if dest.is_file():
         try:
@@ -120,15 +159,19 @@ def fetch_verified(pkg: LockedPackage, dest: Path, session: requests.Session) ->
             dest.unlink()  # not the locked file: fetch it again
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
+    cached = cache.cached_archive(pkg) if cache is not None and pkg.manager == "conda" else None
     local = _local_path(pkg.url)
-    if local is not None:
+    if cached is not None:
+        shutil.copyfile(cached, part)
+        outcome: Outcome = "cached"
+    elif local is not None:
         if not local.is_file():
             raise ToolError(
                 f"{pkg.describe()}: {local} does not exist",
                 "the lock's file:// source is gone; mirror on a machine that still has it",
             )
         shutil.copyfile(local, part)
-        outcome: Outcome = "copied"
+        outcome = "copied"
     else:
         outcome = _download(pkg.url, part, session)
     try:
@@ -147,7 +190,22 @@ def fetch_verified(pkg: LockedPackage, dest: Path, session: requests.Session) ->
             raise
         outcome = "downloaded"
     part.replace(dest)
+    if cache is not None and pkg.manager == "conda" and outcome in ("downloaded", "resumed"):
+        _share(dest, cache)
     return outcome
+
+
+def _share(archive: Path, cache: PackageCache) -> None:
+    """A hard link of a verified archive in the package cache (create then skips the download);
+    nothing when the cache is on another filesystem or not writable."""
+    import contextlib
+    import os
+
+    with contextlib.suppress(OSError):
+        cache.root.mkdir(parents=True, exist_ok=True)
+        target = cache.root / archive.name
+        if not target.exists():
+            os.link(archive, target)
 
 
 def _download(url: str, part: Path, session: requests.Session) -> Outcome:
@@ -168,10 +226,12 @@ def _download(url: str, part: Path, session: requests.Session) -> Outcome:
                     handle.write(chunk)
     except requests.RequestException as exc:
         kept = part.stat().st_size if part.is_file() else 0
-        raise ToolError(
-            f"cannot download {url}: {exc}",
-            f"{kept} bytes are kept in {part}; run the same command again to resume",
-        ) from None
+        again = (
+            f"{kept} bytes are kept in {part}; run the same command again to resume"
+            if kept
+            else "check the network (or a proxy) and run the same command again"
+        )
+        raise ToolError(f"cannot download {url}: {exc}", again) from None
     return "resumed" if resumed else "downloaded"
 
 

@@ -29,7 +29,6 @@ from rattler.exceptions import GatewayError, InstallerError, InvalidMatchSpecErr
 from envfactory.build.checks import LockedPackage, dependency_name
 from envfactory.catalog.model import Platform
 from envfactory.errors import ToolError, UserInputError
-from envfactory.progress import Progress
 
 
 class Unsatisfiable(Exception):
@@ -146,28 +145,28 @@ def dependency_names(pkg: LockedPackage) -> list[str]:
     return [dependency_name(d) for d in pkg.depends]
 
 
-
-
-
 def install(
     packages: Sequence[LockedPackage],
     prefix: Path,
     platform: Platform,
     cache_dir: Path,
     final_prefix: Path | None = None,
-    progress: Progress | None = None,
 ) -> None:
-    """Install exactly ``packages`` (conda) into ``prefix`` as a ``platform`` environment.
-    ``final_prefix`` is the path patched into files when ``prefix`` is a staging directory."""
-    if progress:
-        progress(f"linking {len(packages)} conda packages into {prefix}")
+    """Link exactly ``packages`` (conda) into ``prefix`` as a ``platform`` environment from the
+    package cache at ``cache_dir``, which must hold every one of them already (``pkgcache``
+    checked each entry on its way in, so rattler's own validation is skipped: it would hash
+    every file again). ``final_prefix`` is the path patched into files when ``prefix`` is a
+    staging directory. rattler hard-links from the cache and copies where it cannot."""
+    from rattler.package_cache import PackageCache, PackageCacheLayer, ValidationMode
+
     records = [_record(p) for p in packages]
+    layer = PackageCacheLayer(cache_dir).with_validation_mode(ValidationMode.skip())
 
     async def run() -> None:
         await rattler.install(
             records,
             target_prefix=prefix,
-            cache_dir=cache_dir,
+            package_cache=PackageCache.from_layers([layer]),
             platform=Subdir(platform),
             show_progress=False,
             execute_link_scripts=False,

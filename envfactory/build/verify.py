@@ -1,20 +1,30 @@
-"""Verify stage: does an environment hold exactly the packages of its lock?
+"""Verify stage: does an environment hold exactly the packages of its lock, and are their
+files still the ones installed?
 
 Conda packages are read from ``conda-meta/*.json``, pip packages from the ``*.dist-info``
 folders of site-packages, and compared with the lock by name: missing, extra, different
 (version, build, or a hash both sides record).
+
+Then the files, as conda's health checks do (``conda doctor``: missing and altered files): every
+file a conda record lists in ``paths_data`` must exist, and a regular file must have the
+recorded size and sha256 (``sha256_in_prefix`` where the prefix was patched into it). A record
+without ``paths_data`` (written by another tool) is checked against ``info/paths.json`` of its
+package in the shared package cache when the cache holds it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from envfactory.build.checks import LockedPackage
 from envfactory.build.create import MARKER
 from envfactory.catalog.model import Platform, host_platform
-from envfactory.errors import UserInputError
+from envfactory.errors import EnvfactoryError, UserInputError
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,13 @@ class Difference:
 
 
 @dataclass(frozen=True)
+class FileProblem:
+    package: str  # name version build
+    path: str  # relative to the prefix
+    problem: str  # "missing" or what differs
+
+
+@dataclass(frozen=True)
 class VerifyReport:
     prefix: Path
     lock: Path
@@ -47,10 +64,15 @@ class VerifyReport:
     extra: tuple[Installed, ...]
     different: tuple[Difference, ...]
     checked: int
+    missing_files: tuple[FileProblem, ...] = ()
+    altered_files: tuple[FileProblem, ...] = ()
+    files_checked: int = 0
 
     @property
     def identical(self) -> bool:
-        return not (self.missing or self.extra or self.different)
+        return not (
+            self.missing or self.extra or self.different or self.missing_files or self.altered_files
+        )
 
 
 def _conda_records(prefix: Path) -> list[Installed]:
@@ -147,6 +169,7 @@ def verify_environment(
                     f"{have.describe()} ({', '.join(reasons)} differ)",
                 )
             )
+    missing_files, altered_files, files = check_files(prefix)
     return VerifyReport(
         prefix=prefix,
         lock=lock_path,
@@ -155,4 +178,75 @@ def verify_environment(
         extra=extra,
         different=tuple(different),
         checked=len(locked),
+        missing_files=tuple(missing_files),
+        altered_files=tuple(altered_files),
+        files_checked=files,
     )
+
+
+def _paths_of(record: dict[str, Any]) -> list[dict[str, Any]] | None:
+    data = record.get("paths_data")
+    if isinstance(data, dict) and isinstance(data.get("paths"), list):
+        return [p for p in data["paths"] if isinstance(p, dict)]
+    from envfactory.build.pkgcache import PackageCache
+
+    cached = PackageCache().root / f"{record['name']}-{record['version']}-{record['build']}"
+    try:
+        doc = json.loads((cached / "info" / "paths.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return [p for p in doc.get("paths", []) if isinstance(p, dict)]
+
+
+def check_files(prefix: Path) -> tuple[list[FileProblem], list[FileProblem], int]:
+    """Missing and altered files of the conda packages, and how many files were checked."""
+    from envfactory.build.pkgcache import check_relative
+
+    missing: list[FileProblem] = []
+    altered: list[FileProblem] = []
+    checked = 0
+    for path in sorted((prefix / "conda-meta").glob("*.json")):
+        if path.name == MARKER:
+            continue
+        record = json.loads(path.read_text(encoding="utf-8"))
+        what = f"{record['name']} {record['version']} {record.get('build', '')}".strip()
+        for entry in _paths_of(record) or []:
+            rel = entry.get("_path")
+            if not isinstance(rel, str):
+                continue
+            try:
+                check_relative(what, rel)
+            except EnvfactoryError as exc:
+                altered.append(FileProblem(what, rel, exc.message))
+                continue
+            checked += 1
+            full = prefix / rel
+            try:
+                st = full.lstat()
+            except OSError:
+                missing.append(FileProblem(what, rel, "missing"))
+                continue
+            kind = entry.get("path_type", "hardlink")
+            if kind in ("softlink", "directory") or stat.S_ISLNK(st.st_mode):
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                altered.append(FileProblem(what, rel, "not a regular file"))
+                continue
+            if kind != "hardlink":
+                continue  # entry points and the like: written at install time
+            patched = bool(entry.get("prefix_placeholder"))
+            want = entry.get("sha256_in_prefix") if patched else entry.get("sha256")
+            size = None if patched else entry.get("size_in_bytes")
+            if isinstance(size, int) and st.st_size != size:
+                altered.append(FileProblem(what, rel, f"{st.st_size} bytes, recorded {size}"))
+            elif isinstance(want, str) and _sha256(full) != want:
+                altered.append(FileProblem(what, rel, "sha256 differs"))
+    return missing, altered, checked
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -243,12 +244,56 @@ def lock(
     return EXIT_OK
 
 
+_PLAIN_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.+\-]*\Z")
+
+
 def _named_prefix(name: str) -> Path:
     """``-n NAME``: the first directory of CONDA_ENVS_PATH, else ~/.conda/envs (where conda
-    looks for named environments too)."""
+    looks for named environments too). NAME is a plain name, never a path."""
+    if not _PLAIN_NAME.match(name) or name in (".", ".."):
+        raise UserInputError(
+            f"-n takes a plain environment name, not {name!r}",
+            "letters, digits, '_', '.', '+' and '-'; for a path use -p PREFIX",
+        )
     envs = os.environ.get("CONDA_ENVS_PATH", "").split(os.pathsep)[0]
     base = Path(envs) if envs else Path.home() / ".conda" / "envs"
     return base / name
+
+
+class _CacheBar:
+    """A rich progress bar on stderr for the package cache (downloads and extraction)."""
+
+    def __init__(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        from envfactory.cli.output import stderr_console
+
+        self.bar = Progress(
+            TextColumn("  packages"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[last]}"),
+            console=stderr_console(),
+            transient=True,
+        )
+        self.task: Any = None
+
+    def start(self, total: int) -> None:
+        self.task = self.bar.add_task("", total=total, last="")
+        self.bar.start()
+
+    def fetched(self, name: str, nbytes: int, outcome: str) -> None:
+        self.bar.update(self.task, advance=1, last=f"{name} ({outcome}, {nbytes >> 10} KiB)")
+
+    def stop(self) -> None:
+        self.bar.stop()
 
 
 def create(
@@ -261,7 +306,12 @@ def create(
     name: str | None = typer.Option(
         None, "--name", "-n", help="Create the env under CONDA_ENVS_PATH or ~/.conda/envs."
     ),
-    force: bool = typer.Option(False, "--force", help="Replace an existing non-empty prefix."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Replace an existing conda environment (a directory with conda-meta/) at the "
+        "prefix; never the current directory or one of its parents, never any other directory.",
+    ),
     platform: str | None = typer.Option(
         None,
         "--platform",
@@ -279,7 +329,8 @@ def create(
         "--channel-map",
         help="NAME=URL: take the packages of channel NAME from URL or a directory instead of "
         "where they were locked, e.g. defaults=file:///srv/mirror (what 'envfactory mirror' "
-        "writes). Hashes are still the lock's. Repeatable.",
+        "writes). Hashes are still the lock's. Repeatable. Also read from [channels] in "
+        "envfactory.toml and from ENVFACTORY_CHANNEL_MAP (NAME=URL,NAME=URL).",
     ),
     pip_index: Path | None = typer.Option(
         None,
@@ -290,12 +341,14 @@ def create(
 ) -> int:
     """Create an environment with exactly the locked packages for this platform.
 
-    Every package file is checked against the lock's sha256 (or md5) first, file:// ones
-    included. The env is built in a directory next to PREFIX and moved into place, so a failure
-    or an interrupt leaves nothing behind. A project environment without -p/-n goes to envs/ENV
-    next to envfactory.yaml.
+    Packages come through the shared package cache (see 'envfactory cache info'): each archive
+    is checked against the lock's sha256 (or md5), file:// ones included, and each paths.json
+    entry and file before it enters; they are then hard-linked into the prefix. The env is
+    built in a directory next to PREFIX and moved into place, so a failure or an interrupt
+    (Ctrl-C, SIGTERM, SIGHUP; kill -9 is cleaned up by the next run) leaves nothing behind.
+    A project environment without -p/-n goes to envs/ENV next to envfactory.yaml.
     """
-    from envfactory.build.channels import ChannelMap, parse_pairs
+    from envfactory.build.channels import CONFIG_FILE, load_channel_map
     from envfactory.build.create import create_environment, resolve_lock
     from envfactory.project.manifest import find_project
 
@@ -317,21 +370,29 @@ def create(
             )
         lock_path = resolve_lock(target, locks_dir or Path("locks"))
     chosen: Platform | None = parse_platform(platform) if platform else None
-    cmap = ChannelMap(parse_pairs(channel_map, "--channel-map")) if channel_map else None
+    config = project.directory / CONFIG_FILE if project is not None else None
+    cmap = load_channel_map(channel_map, config=config)
     note(f"creating {where} from {lock_path}")
-    result = create_environment(
-        lock_path,
-        where,
-        force,
-        chosen,
-        progress=_progress,
-        channel_map=cmap,
-        wheel_dir=pip_index,
-    )
+    bar = _CacheBar()
+    try:
+        result = create_environment(
+            lock_path,
+            where,
+            force,
+            chosen,
+            progress=_progress,
+            channel_map=cmap,
+            wheel_dir=pip_index,
+            cache_progress=bar,
+        )
+    finally:
+        bar.stop()
     console = stdout_console()
+    if result.replaced is not None:
+        console.print(f"replaced the conda environment {result.replaced}")
     console.print(
         f"created {result.prefix} ({result.platform}): {result.conda} conda + "
-        f"{result.pip} pip packages"
+        f"{result.pip} pip packages ({result.from_cache} conda packages from the cache)"
     )
     for path in result.activation:
         console.print(f"activation script {path}")
@@ -347,7 +408,9 @@ def verify(
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> int:
-    """Compare an environment with its lock: missing, extra and different packages.
+    """Compare an environment with its lock: missing, extra and different packages; then
+    every file of the conda packages against its record (missing, or altered: size or sha256
+    differ), as conda's health checks do.
 
     Exit 0 only when they are identical, 3 otherwise.
     """
@@ -367,6 +430,14 @@ def verify(
                     {"name": d.name, "locked": d.locked, "installed": d.installed}
                     for d in report.different
                 ],
+                "files_checked": report.files_checked,
+                "missing_files": [
+                    {"package": f.package, "path": f.path} for f in report.missing_files
+                ],
+                "altered_files": [
+                    {"package": f.package, "path": f.path, "problem": f.problem}
+                    for f in report.altered_files
+                ],
             }
         )
     else:
@@ -374,7 +445,7 @@ def verify(
         if report.identical:
             console.print(
                 f"{report.prefix} is identical to {report.lock} "
-                f"({report.checked} packages, {report.platform})"
+                f"({report.checked} packages, {report.files_checked} files, {report.platform})"
             )
         else:
             console.print(f"{report.prefix} differs from {report.lock} ({report.platform}):")
@@ -386,11 +457,80 @@ def verify(
                 console.print(
                     f"  different  {diff.name}: locked {diff.locked}, has {diff.installed}"
                 )
+            for problem in report.missing_files:
+                console.print(f"  missing file  {problem.path} ({problem.package})")
+            for problem in report.altered_files:
+                console.print(
+                    f"  altered file  {problem.path} ({problem.package}): {problem.problem}"
+                )
     return EXIT_OK if report.identical else EXIT_PROBLEMS_FOUND
 
 
+cache_app = typer.Typer(
+    name="cache",
+    help="The package cache that create and mirror share (ENVFACTORY_PKGS_DIRS, else "
+    "$XDG_CACHE_HOME/envfactory/pkgs).",
+    no_args_is_help=True,
+)
+
+
+@cache_app.command("info")
+def cache_info(as_json: bool = typer.Option(False, "--json", help=JSON_HELP)) -> int:
+    """Where the package cache is and what it holds."""
+    from envfactory.build.pkgcache import PackageCache
+
+    info = PackageCache().info()
+    view = {
+        "root": str(info.root),
+        "archive_sources": [str(p) for p in info.archive_sources],
+        "packages": info.packages,
+        "archives": info.archives,
+        "staging": info.staging,
+        "bytes": info.bytes,
+    }
+    if as_json:
+        print_json(view)
+        return EXIT_OK
+    console = stdout_console()
+    console.print(f"package cache {info.root}")
+    console.print(
+        f"  {info.packages} extracted packages, {info.archives} archives, {info.bytes / 1e6:.1f} MB"
+    )
+    if info.staging:
+        console.print(f"  {info.staging} staging directories (work in progress or left over)")
+    for source in info.archive_sources:
+        console.print(f"  reads archives from {source} (read-only)")
+    return EXIT_OK
+
+
+@cache_app.command("clean")
+def cache_clean(
+    archives_only: bool = typer.Option(
+        False, "--archives", help="Remove only the archives, keep the extracted packages."
+    ),
+    extracted_only: bool = typer.Option(
+        False, "--extracted", help="Remove only the extracted packages, keep the archives."
+    ),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> int:
+    """Empty the package cache. Entries a running create links from are kept; environments
+    already created keep their files (hard links)."""
+    from envfactory.build.pkgcache import PackageCache
+
+    if archives_only and extracted_only:
+        raise UserInputError("give at most one of --archives and --extracted")
+    cache = PackageCache()
+    removed, freed = cache.clean(archives=not extracted_only, extracted=not archives_only)
+    if as_json:
+        print_json({"root": str(cache.root), "removed": removed, "bytes_freed": freed})
+        return EXIT_OK
+    stdout_console().print(f"removed {removed} entries from {cache.root} ({freed / 1e6:.1f} MB)")
+    return EXIT_OK
+
+
 def register(app: typer.Typer) -> None:
-    """Add lock, create and verify to the app."""
+    """Add lock, create, verify and cache to the app."""
     app.command("lock")(lock)
     app.command("create")(create)
     app.command("verify")(verify)
+    app.add_typer(cache_app)

@@ -1,0 +1,791 @@
+"""The package cache that ``create``, ``mirror`` and ``verify`` share.
+
+Layout (rattler's, so ``rattler.install`` links straight from it):
+
+``<root>/<name>-<version>-<build>/``
+    the extracted package, entered only after its archive's sha256 (md5 where the lock has no
+    sha256) equalled the lock's and every ``info/paths.json`` entry passed ``check_entries``
+    and its file's size and sha256;
+``<root>/<name>-<version>-<build>.lock``
+    rattler's lock file: an 8-byte big-endian revision and the archive's 32-byte sha256. Both
+    envfactory and rattler ``flock`` it: exclusive while an entry is written, shared while a
+    prefix links from it, so two creates at once never see a half-written entry;
+``<root>/<file>``
+    the archive as downloaded (conda keeps them too), so ``mirror`` and a later ``clean
+    --extracted`` need not download again;
+``<root>/.staging/<random>/``
+    work in progress, with a marker file its process holds an ``flock`` on; the next run
+    removes any whose marker nobody holds (the process died, kill -9 included).
+
+Where: the first directory of ``ENVFACTORY_PKGS_DIRS`` (``os.pathsep``-separated), else
+``$XDG_CACHE_HOME/envfactory/pkgs`` (``~/.cache/envfactory/pkgs``; ``%LOCALAPPDATA%`` on
+Windows). Further ``ENVFACTORY_PKGS_DIRS`` entries and ``CONDA_PKGS_DIRS`` (comma-separated, as
+conda reads it) are read-only sources of *archives*: conda keeps ``<file>`` there, checked here
+against the lock's hash before use and never written to. Their extracted directories are not
+used: conda's entries carry no sha256 lock and were never checked the way ``check_entries``
+checks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import posixpath
+import re
+import secrets
+import shutil
+import stat
+import struct
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Literal, Protocol
+from urllib.parse import unquote, urlparse
+
+from envfactory.errors import ToolError, UserInputError
+
+ENV_VAR = "ENVFACTORY_PKGS_DIRS"
+CONDA_ENV_VAR = "CONDA_PKGS_DIRS"
+STAGING = ".staging"
+MARKER = ".envfactory-staging"  # in every staging directory; its owner holds an flock on it
+LOCK_REVISION = 1
+CHUNK = 1 << 20
+TIMEOUT_S = 60
+
+# conda's name/version/build alphabets (conda.models.match_spec, conda-build's checks), with the
+# archive suffixes rattler extracts. A cache entry's name is built from these: nothing else gets
+# into a path under the cache.
+_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.+\-]*\Z")
+_VERSION = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.+!*\-]*\Z")
+_BUILD = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.+\-]*\Z")
+_ARCHIVE = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.+!\-]*\.(?:tar\.bz2|conda)\Z")
+_HEX = re.compile(r"\A[0-9a-f]+\Z")
+PATH_TYPES = frozenset({"hardlink", "softlink", "directory"})
+
+
+class Wanted(Protocol):
+    """What the cache needs of a locked conda package (``LockedPackage`` has it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def build(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def filename(self) -> str: ...
+    @property
+    def sha256(self) -> str | None: ...
+    @property
+    def md5(self) -> str | None: ...
+
+    def describe(self) -> str: ...
+
+
+class CacheProgress(Protocol):
+    """Told what the cache does, so the CLI can draw a progress bar (the core never prints)."""
+
+    def start(self, total: int) -> None:
+        """``total`` packages are needed."""
+
+    def fetched(self, name: str, nbytes: int, outcome: str) -> None:
+        """One package is ready; ``outcome``: cached, extracted or downloaded."""
+
+
+class _Silent:
+    def start(self, total: int) -> None:
+        pass
+
+    def fetched(self, name: str, nbytes: int, outcome: str) -> None:
+        pass
+
+
+# ------------------------------------------------------------------------------------------
+# Where the cache lives
+
+
+def default_root(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if sys.platform.startswith("win"):
+        base = Path(env.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+        return base / "envfactory" / "pkgs"
+    xdg = env.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "envfactory" / "pkgs"
+
+
+@dataclass(frozen=True)
+class CacheLocation:
+    root: Path
+    archive_sources: tuple[Path, ...] = ()  # read-only: conda's pkgs dirs, further entries
+
+
+def cache_location(env: Mapping[str, str] | None = None) -> CacheLocation:
+    env = os.environ if env is None else env
+    ours = [Path(p).expanduser() for p in env.get(ENV_VAR, "").split(os.pathsep) if p.strip()]
+    conda = [Path(p.strip()).expanduser() for p in env.get(CONDA_ENV_VAR, "").split(",")]
+    sources = tuple(p for p in ours[1:] + conda if str(p) not in ("", "."))
+    root = ours[0] if ours else default_root(env)
+    return CacheLocation(root.absolute(), sources)
+
+
+# ------------------------------------------------------------------------------------------
+# Checks of a package's paths.json (untrusted: it comes from an archive named in a lock)
+
+
+@dataclass(frozen=True)
+class PathEntry:
+    path: str
+    path_type: str
+    sha256: str | None = None
+    size: int | None = None
+    placeholder: str | None = None
+    file_mode: str | None = None
+
+
+class UnsafePackage(ToolError):
+    """A package whose contents would write outside the prefix or do not match paths.json."""
+
+
+def _refuse(what: str, entry: str, why: str) -> UnsafePackage:
+    return UnsafePackage(
+        f"{what}: refused: paths.json entry {entry!r} {why}",
+        "this package is not installed, and nothing was written into the prefix; a lock "
+        "naming it is not safe to create from: re-lock from a channel you trust",
+    )
+
+
+def check_relative(what: str, path: str) -> None:
+    """``path`` stays inside the prefix on every platform: relative, forward slashes only,
+    no empty, ``.`` or ``..`` component, no drive, no NUL or control character."""
+    if not path or path.startswith("/") or "\\" in path:
+        raise _refuse(what, path, "is empty, absolute or holds a backslash")
+    if re.match(r"\A[A-Za-z]:", path) or any(ord(c) < 32 for c in path):
+        raise _refuse(what, path, "names a drive or holds a control character")
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        raise _refuse(what, path, "has an empty, '.' or '..' component")
+
+
+def check_link_target(what: str, path: str, target: str) -> None:
+    """A symlink at ``path`` pointing to ``target`` resolves inside the prefix (lexically:
+    what it would point to once installed)."""
+    if not target or target.startswith("/") or "\\" in target or "\0" in target:
+        raise _refuse(what, path, f"is a symlink to {target!r}, outside the prefix")
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+    if joined == ".." or joined.startswith(("../", "/")):
+        raise _refuse(what, path, f"is a symlink to {target!r}, outside the prefix")
+
+
+def parse_paths(what: str, document: Any) -> list[PathEntry]:
+    """The entries of an ``info/paths.json`` document, each checked with ``check_relative``;
+    duplicates and unknown path types are refused."""
+    if not isinstance(document, dict) or not isinstance(document.get("paths"), list):
+        raise _refuse(what, "paths", "is not a list")
+    out: list[PathEntry] = []
+    seen: set[str] = set()
+    for raw in document["paths"]:
+        if not isinstance(raw, dict) or not isinstance(raw.get("_path"), str):
+            raise _refuse(what, repr(raw)[:80], "has no string _path")
+        path = raw["_path"]
+        check_relative(what, path)
+        if path in seen:
+            raise _refuse(what, path, "is listed twice")
+        seen.add(path)
+        kind = raw.get("path_type", "hardlink")
+        if kind not in PATH_TYPES:
+            raise _refuse(what, path, f"has path_type {kind!r}")
+        sha, size = raw.get("sha256"), raw.get("size_in_bytes")
+        if sha is not None and (not isinstance(sha, str) or not _HEX.match(sha) or len(sha) != 64):
+            raise _refuse(what, path, "has a malformed sha256")
+        if size is not None and (not isinstance(size, int) or size < 0):
+            raise _refuse(what, path, "has a malformed size_in_bytes")
+        placeholder = raw.get("prefix_placeholder")
+        mode = raw.get("file_mode")
+        if placeholder is not None and (
+            not isinstance(placeholder, str)
+            or not placeholder
+            or mode not in (None, "text", "binary")
+        ):
+            raise _refuse(what, path, "has a malformed prefix_placeholder or file_mode")
+        out.append(PathEntry(path, kind, sha, size, placeholder, mode))
+    return out
+
+
+def check_no_write_through_links(packages: Mapping[str, Sequence[PathEntry]]) -> None:
+    """Across all packages of one prefix: no entry lies under a path that some package
+    installs as a symlink (rattler would create the file through the link, wherever it
+    points), and no symlink is also another package's directory."""
+    links: dict[str, str] = {}
+    for what, entries in packages.items():
+        for e in entries:
+            if e.path_type == "softlink":
+                links.setdefault(e.path, what)
+    if not links:
+        return
+    for what, entries in packages.items():
+        for e in entries:
+            parts = e.path.split("/")
+            for i in range(1, len(parts)):
+                parent = "/".join(parts[:i])
+                if parent in links:
+                    raise _refuse(
+                        what, e.path, f"lies under {parent!r}, a symlink ({links[parent]})"
+                    )
+
+
+# ------------------------------------------------------------------------------------------
+# Staging directories that clean up after dead processes
+
+
+@dataclass
+class Staging:
+    """A directory holding a marker file whose ``flock`` lives as long as its process."""
+
+    path: Path
+    _handle: IO[bytes] | None = field(default=None, repr=False)
+
+    @classmethod
+    def make(cls, parent: Path, prefix: str, mode: int | None = None) -> Staging:
+        parent.mkdir(parents=True, exist_ok=True)
+        path = parent / f"{prefix}{secrets.token_hex(6)}"
+        path.mkdir(mode=0o700)
+        handle = (path / MARKER).open("wb")
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        handle.write(f"{os.getpid()}\n".encode())
+        handle.flush()
+        if mode is not None:
+            path.chmod(mode)
+        return cls(path, handle)
+
+    @classmethod
+    def adopt(cls, path: Path) -> Staging:
+        """Mark an existing directory for removal: if this process dies before it removes
+        it, ``sweep_stale`` will (once the directory is renamed to a staging name)."""
+        handle = (path / MARKER).open("wb")
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        return cls(path, handle)
+
+    def release_marker(self) -> None:
+        """Remove the marker (before the directory becomes something permanent)."""
+        if self._handle is not None:
+            with contextlib.suppress(FileNotFoundError):
+                (self.path / MARKER).unlink()
+            self._handle.close()
+            self._handle = None
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def sweep_stale(parent: Path, prefix: str) -> list[Path]:
+    """Remove the staging directories ``parent/<prefix>*`` whose owner is gone: they hold our
+    marker and nobody holds its lock. Directories without the marker are not ours: kept."""
+    removed: list[Path] = []
+    if not parent.is_dir():
+        return removed
+    for candidate in sorted(parent.glob(f"{prefix}*")):
+        marker = candidate / MARKER
+        if candidate.is_symlink() or not candidate.is_dir() or not marker.is_file():
+            continue
+        try:
+            with marker.open("rb") as handle:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(candidate, ignore_errors=True)
+        except BlockingIOError:
+            continue  # alive
+        except OSError:
+            continue
+        removed.append(candidate)
+    return removed
+
+
+# ------------------------------------------------------------------------------------------
+# The cache
+
+
+Outcome = Literal["cached", "extracted", "downloaded"]
+
+
+@dataclass(frozen=True)
+class CachedPackage:
+    directory: Path  # the extracted package: <root>/<name>-<version>-<build>
+    sha256: str
+    entries: tuple[PathEntry, ...]
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    root: Path
+    archive_sources: tuple[Path, ...]
+    packages: int
+    archives: int
+    staging: int
+    bytes: int
+
+
+def entry_name(pkg: Wanted) -> str:
+    """``<name>-<version>-<build>``, refused unless each part is in conda's alphabet (a lock
+    is untrusted input, and this becomes a path)."""
+    for value, pattern, what in (
+        (pkg.name, _NAME, "name"),
+        (pkg.version, _VERSION, "version"),
+        (pkg.build, _BUILD, "build"),
+    ):
+        if not pattern.match(value):
+            raise UserInputError(
+                f"the lock's package {what} {value!r} is not a conda {what}",
+                "the lock is damaged or crafted; re-lock it",
+            )
+    return f"{pkg.name}-{pkg.version}-{pkg.build}"
+
+
+def archive_name(pkg: Wanted) -> str:
+    name = pkg.filename
+    if not _ARCHIVE.match(name):
+        raise UserInputError(
+            f"{pkg.describe()}: {name!r} is not a conda archive file name",
+            "the lock's url must end in <name>-<version>-<build>.tar.bz2 or .conda",
+        )
+    return name
+
+
+def _read_lock(handle: IO[bytes]) -> str | None:
+    handle.seek(0)
+    data = handle.read(40)
+    if len(data) != 40:
+        return None
+    return data[8:].hex()
+
+
+def _write_lock(handle: IO[bytes], sha256: str) -> None:
+    handle.seek(0)
+    handle.truncate()
+    handle.write(struct.pack(">Q", LOCK_REVISION) + bytes.fromhex(sha256))
+    handle.flush()
+
+
+def _digest(path: Path, algorithm: str) -> str:
+    h = hashlib.new(algorithm)
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _expected(pkg: Wanted) -> tuple[str, str]:
+    if pkg.sha256:
+        return "sha256", pkg.sha256.lower()
+    if pkg.md5:
+        return "md5", pkg.md5.lower()
+    raise ToolError(f"{pkg.describe()} has no hash in the lock", "re-lock: every package needs one")
+
+
+def archive_matches(pkg: Wanted, path: Path) -> bool:
+    algorithm, expected = _expected(pkg)
+    return _digest(path, algorithm) == expected
+
+
+def local_path(url: str) -> Path | None:
+    return Path(unquote(urlparse(url).path)) if url.startswith("file://") else None
+
+
+def workers() -> int:
+    """About the core count: extraction is CPU-bound (bzip2, zstd)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+class OfflineError(ToolError):
+    """A package could not be downloaded."""
+
+
+class PackageCache:
+    def __init__(self, location: CacheLocation | None = None) -> None:
+        self.location = location or cache_location()
+        self.root = self.location.root
+        self._local = threading.local()
+
+    # -- bookkeeping ------------------------------------------------------------------------
+
+    def _prepare(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            tag = self.root / "CACHEDIR.TAG"
+            if not tag.exists():
+                tag.write_text(
+                    "Signature: 8a477f597d28d172789f06886806bc55\n"
+                    "# envfactory's package cache (https://bford.info/cachedir/)\n",
+                    encoding="utf-8",
+                )
+        except OSError as exc:
+            raise ToolError(
+                f"cannot use the package cache {self.root}: {exc.strerror}",
+                f"point {ENV_VAR} at a writable directory",
+            ) from None
+        sweep_stale(self.root / STAGING, "")
+
+    def info(self) -> CacheInfo:
+        packages = archives = staging = total = 0
+        if self.root.is_dir():
+            for child in self.root.iterdir():
+                if child.name == STAGING:
+                    staging = sum(1 for _ in child.iterdir())
+                elif child.is_dir() and not child.is_symlink():
+                    packages += 1
+                elif child.name.endswith((".tar.bz2", ".conda")):
+                    archives += 1
+            for dirpath, _dirs, files in os.walk(self.root):
+                for name in files:
+                    with contextlib.suppress(OSError):
+                        total += (Path(dirpath) / name).lstat().st_size
+        return CacheInfo(
+            self.root, self.location.archive_sources, packages, archives, staging, total
+        )
+
+    def clean(self, archives: bool = True, extracted: bool = True) -> tuple[int, int]:
+        """Remove archives and/or extracted packages that no process is using (an entry whose
+        lock some create holds is skipped). Returns (entries removed, bytes freed)."""
+        before = self.info().bytes
+        removed = 0
+        if not self.root.is_dir():
+            return 0, 0
+        sweep_stale(self.root / STAGING, "")
+        for child in sorted(self.root.iterdir()):
+            if extracted and child.is_dir() and not child.is_symlink() and child.name != STAGING:
+                lock = child.with_name(child.name + ".lock")
+                with lock.open("a+b") as handle:
+                    try:
+                        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        continue
+                    shutil.rmtree(child, ignore_errors=True)
+                    lock.unlink(missing_ok=True)
+                    child.with_name(child.name + ".md5").unlink(missing_ok=True)
+                removed += 1
+            elif archives and child.is_file() and child.name.endswith((".tar.bz2", ".conda")):
+                child.unlink(missing_ok=True)
+                removed += 1
+        return removed, max(0, before - self.info().bytes)
+
+    # -- archives ---------------------------------------------------------------------------
+
+    def cached_archive(self, pkg: Wanted) -> Path | None:
+        """A copy of ``pkg``'s archive with the lock's hash: in the cache, then in the read-only
+        sources (conda's pkgs dirs). A cached archive with the wrong hash is removed."""
+        name = archive_name(pkg)
+        mine = self.root / name
+        if mine.is_file() and not mine.is_symlink():
+            if archive_matches(pkg, mine):
+                return mine
+            mine.unlink(missing_ok=True)
+        for source in self.location.archive_sources:
+            theirs = source / name
+            if theirs.is_file() and archive_matches(pkg, theirs):
+                return theirs
+        return None
+
+    def _session(self) -> Any:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            import requests
+
+            session = requests.Session()
+            self._local.session = session
+        return session
+
+    def download(self, pkg: Wanted, staging: Path) -> Path:
+        """Download ``pkg`` into ``staging`` and return the file; the hash is not checked yet."""
+        import requests
+
+        url = pkg.url
+        if not url.startswith(("http://", "https://")):
+            raise UserInputError(
+                f"{pkg.describe()}: unsupported URL {url!r}", "a lock's URLs are http(s) or file://"
+            )
+        target = staging / archive_name(pkg)
+        try:
+            with self._session().get(url, stream=True, timeout=TIMEOUT_S) as response:
+                response.raise_for_status()
+                with target.open("wb") as handle:
+                    for chunk in response.iter_content(CHUNK):
+                        handle.write(chunk)
+        except requests.RequestException as exc:
+            raise OfflineError(
+                f"cannot download {url}: {exc}",
+                "offline or behind a mirror? point the lock's channels at a mirror with "
+                "--channel-map NAME=URL or ENVFACTORY_CHANNEL_MAP=NAME=URL,...; "
+                "'envfactory mirror LOCK DIR' writes one on a machine that is online",
+            ) from None
+        return target
+
+    # -- entries ----------------------------------------------------------------------------
+
+    def _lock_handle(self, name: str) -> IO[bytes]:
+        return (self.root / f"{name}.lock").open("a+b")
+
+    def _populate(self, pkg: Wanted, handle: IO[bytes]) -> Outcome:
+        """Under the entry's exclusive lock: fetch, check the archive's hash while extracting,
+        check paths.json and every file against it, then move the entry into place."""
+        from rattler.package_streaming import extract
+
+        name = entry_name(pkg)
+        algorithm, expected = _expected(pkg)
+        staging = Staging.make(self.root / STAGING, "")
+        try:
+            outcome: Outcome = "extracted"
+            archive = self.cached_archive(pkg)
+            downloaded = False
+            if archive is None:
+                local = local_path(pkg.url)
+                if local is not None:
+                    if not local.is_file():
+                        raise ToolError(
+                            f"{pkg.describe()}: {local} does not exist",
+                            "check the channel map (--channel-map NAME=URL)",
+                        )
+                    archive = local
+                else:
+                    archive = self.download(pkg, staging.path)
+                    downloaded, outcome = True, "downloaded"
+            extracted = staging.path / "x"
+            try:
+                sha_bytes, md5_bytes = extract(archive, extracted)
+                found = (sha_bytes if algorithm == "sha256" else md5_bytes).hex()
+            except Exception as exc:  # rattler raises its own types, not one base class
+                found = _digest(archive, algorithm)
+                if found == expected:
+                    raise ToolError(
+                        f"{pkg.describe()}: cannot extract {archive.name}: {exc}",
+                        "the locked archive itself is damaged; re-lock from a channel you trust",
+                    ) from None
+            if found != expected:
+                raise ToolError(
+                    f"{pkg.describe()}: {algorithm} of {pkg.url} is {found}, the lock says "
+                    f"{expected}",
+                    "the package file changed after locking; re-lock from a channel you "
+                    "trust, or restore the original file",
+                )
+            check_extracted(pkg, extracted)
+            target = self.root / name
+            if target.exists() or target.is_symlink():
+                shutil.rmtree(target, ignore_errors=True)
+                with contextlib.suppress(FileNotFoundError):
+                    target.unlink()
+            extracted.rename(target)
+            _write_lock(handle, sha_bytes.hex())
+            (self.root / f"{name}.md5").write_text(md5_bytes.hex() + "\n", encoding="ascii")
+            if downloaded:
+                archive.replace(self.root / archive_name(pkg))
+            return outcome
+        finally:
+            staging.remove()
+
+    def acquire(self, packages: Sequence[Wanted], progress: CacheProgress | None = None) -> Lease:
+        """Make sure every package is in the cache, checked; return a lease holding a shared
+        lock on each entry until it is closed (so no other process replaces one meanwhile).
+
+        A bounded pool (``workers()``) fetches and extracts. On any failure or interrupt the
+        queued work is cancelled and the running work is waited for before this returns, so
+        no thread writes into a staging directory after it was removed."""
+        report = progress or _Silent()
+        names = [entry_name(p) for p in packages]
+        for pkg in packages:
+            archive_name(pkg)
+            _expected(pkg)
+        self._prepare()
+        report.start(len(packages))
+        lease = Lease(self)
+        stop = threading.Event()
+        pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="envfactory-pkg")
+        try:
+            futures: list[Future[CachedPackage]] = [
+                pool.submit(self._one, pkg, name, lease, report, stop)
+                for pkg, name in zip(packages, names, strict=True)
+            ]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            for f in futures:
+                if f.done() and f.exception() is not None:
+                    raise f.exception()  # type: ignore[misc]
+            lease.packages = [f.result() for f in futures]
+        except BaseException:
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            lease.close()
+            raise
+        pool.shutdown(wait=True)
+        return lease
+
+    def _hit(self, handle: IO[bytes], name: str, algorithm: str, expected: str) -> str | None:
+        """The entry's sha256 when it is in place and holds the locked archive."""
+        found = _read_lock(handle)
+        if found is None or not (self.root / name / "info" / "index.json").is_file():
+            return None
+        if algorithm == "sha256":
+            return found if found == expected else None
+        md5 = self.root / f"{name}.md5"  # written beside the entry: an md5-only lock
+        with contextlib.suppress(OSError):
+            if md5.read_text(encoding="ascii").strip() == expected:
+                return found
+        return None
+
+    def _one(
+        self,
+        pkg: Wanted,
+        name: str,
+        lease: Lease,
+        report: CacheProgress,
+        stop: threading.Event,
+    ) -> CachedPackage:
+        algorithm, expected = _expected(pkg)
+        handle = self._lock_handle(name)
+        lease.add(handle)
+        outcome: Outcome = "cached"
+        for _attempt in range(3):
+            if stop.is_set():
+                raise ToolError("interrupted")
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+            sha = self._hit(handle, name, algorithm, expected)
+            if sha is not None:
+                break
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            if self._hit(handle, name, algorithm, expected) is None:
+                outcome = self._populate(pkg, handle)
+            # Linux drops and re-takes an flock to convert it: look again under LOCK_SH.
+        else:
+            raise ToolError(
+                f"{pkg.describe()}: the cache entry {self.root / name} keeps changing",
+                "another process replaces it with a different package of the same name; "
+                f"run one create at a time or give each its own {ENV_VAR}",
+            )
+        entries = read_paths(pkg.describe(), self.root / name)
+        report.fetched(pkg.name, sum(e.size or 0 for e in entries), outcome)
+        return CachedPackage(self.root / name, sha, tuple(entries), outcome)
+
+
+class Lease:
+    """Shared locks on cache entries, held while a prefix links from them."""
+
+    def __init__(self, cache: PackageCache) -> None:
+        self.cache = cache
+        self.packages: list[CachedPackage] = []
+        self._handles: list[IO[bytes]] = []
+        self._guard = threading.Lock()
+
+    def add(self, handle: IO[bytes]) -> None:
+        with self._guard:
+            self._handles.append(handle)
+
+    def close(self) -> None:
+        with self._guard:
+            for handle in self._handles:
+                handle.close()  # closing the file releases its flock
+            self._handles.clear()
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[CachedPackage]:
+        return iter(self.packages)
+
+
+def read_paths(what: str, directory: Path) -> list[PathEntry]:
+    """The checked entries of an extracted package's ``info/paths.json`` (or, for packages
+    older than paths.json, of ``info/files``: hard links without hashes)."""
+    paths_json = directory / "info" / "paths.json"
+    try:
+        if paths_json.is_file():
+            return parse_paths(what, json.loads(paths_json.read_text(encoding="utf-8")))
+        files = (directory / "info" / "files").read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UnsafePackage(
+            f"{what}: cannot read its file list: {exc}", "the package is damaged; re-lock"
+        ) from None
+    return parse_paths(what, {"paths": [{"_path": f} for f in files if f]})
+
+
+def check_extracted(pkg: Wanted, directory: Path) -> list[PathEntry]:
+    """An extracted package before it enters the cache: its index.json names the locked
+    package; every paths.json entry is safe (``parse_paths``) and its file matches: a regular
+    file with the listed size and sha256, or a symlink that stays inside the prefix."""
+    what = pkg.describe()
+    try:
+        index = json.loads((directory / "info" / "index.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UnsafePackage(f"{what}: no readable info/index.json: {exc}", "re-lock") from None
+    claimed = (index.get("name"), str(index.get("version")), index.get("build"))
+    if claimed != (pkg.name, pkg.version, pkg.build):
+        raise UnsafePackage(
+            f"{what}: the archive says it is {' '.join(map(str, claimed))}",
+            "the lock points at another package's file; re-lock from a channel you trust",
+        )
+    entries = read_paths(what, directory)
+    links = {e.path: e for e in entries if e.path_type == "softlink"}
+    check_no_write_through_links({what: entries})
+    for e in entries:
+        full = directory / e.path
+        try:
+            st = os.lstat(full)
+        except OSError:
+            raise UnsafePackage(
+                f"{what}: paths.json lists {e.path!r}, the archive does not hold it",
+                "the package is damaged or crafted; re-lock",
+            ) from None
+        if e.path in links:
+            if not stat.S_ISLNK(st.st_mode):
+                raise _refuse(what, e.path, "is listed as a symlink but is not one")
+            check_link_target(what, e.path, str(full.readlink()))
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            # conda packages list symlinks as softlink; a symlink listed as a file would be
+            # followed when linked: only one that stays inside is accepted.
+            check_link_target(what, e.path, str(full.readlink()))
+            continue
+        if e.path_type == "directory":
+            if not stat.S_ISDIR(st.st_mode):
+                raise _refuse(what, e.path, "is listed as a directory but is not one")
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            raise _refuse(what, e.path, "is not a regular file")
+        if e.size is not None and st.st_size != e.size:
+            raise UnsafePackage(
+                f"{what}: {e.path} has {st.st_size} bytes, paths.json says {e.size}",
+                "the package is damaged or crafted; re-lock",
+            )
+        if e.sha256 is not None and _digest(full, "sha256") != e.sha256:
+            raise UnsafePackage(
+                f"{what}: the sha256 of {e.path} differs from paths.json",
+                "the package is damaged or crafted; re-lock",
+            )
+    return entries
+
+
+def callbacks(
+    start: Callable[[int], None], fetched: Callable[[str, int, str], None]
+) -> CacheProgress:
+    """A ``CacheProgress`` from two functions (what the CLI passes)."""
+
+    class _Progress:
+        def start(self, total: int) -> None:
+            start(total)
+
+        def fetched(self, name: str, nbytes: int, outcome: str) -> None:
+            fetched(name, nbytes, outcome)
+
+    return _Progress()

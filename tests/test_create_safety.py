@@ -1,0 +1,467 @@
+"""create with untrusted locks and packages (issue 10): crafted packages whose paths.json points
+outside the prefix or through symlinks, payloads that do not match paths.json, --force and -n
+misuse, pip URLs that would inject options into pip's requirements file, umask modes, verify
+of missing and altered files, offline hints; and fault tests: kill -9 and SIGTERM at points
+spread over a running create, then nothing outside the target changed, nothing left that a
+later run trips over, and the re-run succeeds.
+
+Every package and lock here is made by the test (tests/crafted.py) with correct hashes: the
+checks under test are the ones after the hash check."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from crafted import Crafted, crafted_lock, write_crafted, write_lock
+
+from envfactory.build.checks import LockedPackage
+from envfactory.build.create import check_pip_packages, create_environment
+from envfactory.build.pkgcache import STAGING, CacheLocation, PackageCache
+from envfactory.build.verify import verify_environment
+from envfactory.errors import ToolError, UserInputError
+
+ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
+
+
+def snapshot(root: Path, skip: tuple[Path, ...] = ()) -> dict[str, tuple[int, bytes | str]]:
+    """Every path under ``root`` (outside ``skip``) with its mode and content or link target."""
+    out: dict[str, tuple[int, bytes | str]] = {}
+    for dirpath, dirs, files in os.walk(root):
+        here = Path(dirpath)
+        dirs[:] = [d for d in dirs if here / d not in skip]
+        for name in dirs + files:
+            path = here / name
+            st = path.lstat()
+            if path.is_symlink():
+                out[str(path.relative_to(root))] = (st.st_mode, str(path.readlink()))
+            elif path.is_file():
+                out[str(path.relative_to(root))] = (st.st_mode, path.read_bytes())
+            else:
+                out[str(path.relative_to(root))] = (st.st_mode, "dir")
+    return out
+
+
+def cache_at(path: Path) -> PackageCache:
+    return PackageCache(CacheLocation(path))
+
+
+def good(name: str = "good") -> Crafted:
+    return Crafted(name, files={f"share/{name}.txt": b"fine\n"})
+
+
+def entry(path: str, data: bytes = b"x\n", **extra: object) -> dict[str, object]:
+    return {
+        "_path": path,
+        "path_type": "hardlink",
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "size_in_bytes": len(data),
+        **extra,
+    }
+
+
+HOSTILE: dict[str, tuple[str, dict[str, object]]] = {
+    "dotdot": ("../victim.txt", {}),
+    "nested-dotdot": ("d/../../victim.txt", {}),
+    "absolute": ("/tmp/envfactory-victim.txt", {}),
+    "placeholder-dotdot": (
+        "../victim.txt",
+        {"prefix_placeholder": "/opt/anaconda1anaconda2anaconda3", "file_mode": "text"},
+    ),
+    "backslash": ("..\\victim.txt", {}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_paths_json_entries_outside_the_prefix_are_refused(tmp_path: Path, case: str) -> None:
+    path, extra = HOSTILE[case]
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    evil = Crafted(
+        "evil",
+        files={"share/evil.txt": b"x\n"},
+        paths=[entry("share/evil.txt"), {**entry(path), **extra}],
+    )
+    lock = crafted_lock(tmp_path / "in", [good(), evil])
+    before = snapshot(tmp_path, skip=(tmp_path / "cache", tmp_path / "in"))
+    with pytest.raises(ToolError) as info:
+        create_environment(
+            lock, tmp_path / "env", platform="linux-64", cache=cache_at(tmp_path / "cache")
+        )
+    assert "evil 1.0 h0_0" in info.value.message
+    assert repr(path) in info.value.message
+    assert snapshot(tmp_path, skip=(tmp_path / "cache", tmp_path / "in")) == before
+    assert victim.read_text() == "precious\n"
+    assert not Path("/tmp/envfactory-victim.txt").exists()
+    assert not (tmp_path / "cache" / "evil-1.0-h0_0").exists()
+    assert list((tmp_path / "cache" / STAGING).iterdir()) == []
+
+
+def test_symlinks_pointing_outside_are_refused(tmp_path: Path) -> None:
+    evil = Crafted("evil", files={"share/x.txt": b"x\n"}, symlinks={"lib/escape": "../../.."})
+    lock = crafted_lock(tmp_path / "in", [evil])
+    with pytest.raises(ToolError) as info:
+        create_environment(
+            lock, tmp_path / "env", platform="linux-64", cache=cache_at(tmp_path / "cache")
+        )
+    assert "evil 1.0 h0_0" in info.value.message and "'lib/escape'" in info.value.message
+    assert "outside the prefix" in info.value.message
+    assert not (tmp_path / "env").exists()
+
+
+def test_no_file_is_written_through_another_packages_symlink(tmp_path: Path) -> None:
+    """Package A installs ``etc/conf`` as a symlink (inside the prefix, to ``../..``'s
+    neighbour would be refused already; here to a sibling dir); package B installs
+    ``etc/conf/x``: it would be written wherever the link points. Refused, naming B."""
+    a = Crafted("linker", files={"share/real/keep": b"k\n"}, symlinks={"etc/conf": "../share/real"})
+    b = Crafted("writer", files={"etc/conf/x": b"through the link\n"})
+    lock = crafted_lock(tmp_path / "in", [a, b])
+    with pytest.raises(ToolError) as info:
+        create_environment(
+            lock, tmp_path / "env", platform="linux-64", cache=cache_at(tmp_path / "cache")
+        )
+    assert "writer 1.0 h0_0" in info.value.message
+    assert "'etc/conf/x'" in info.value.message and "symlink" in info.value.message
+    assert not (tmp_path / "env").exists()
+
+
+def test_symlinks_inside_the_prefix_are_installed(tmp_path: Path) -> None:
+    pkg = Crafted(
+        "libs",
+        files={"lib/libz.so.1.2": b"\x7fELF\n", "share/doc/z.txt": b"doc\n"},
+        symlinks={"lib/libz.so": "libz.so.1.2", "share/z.txt": "doc/z.txt"},
+    )
+    lock = crafted_lock(tmp_path / "in", [pkg])
+    create_environment(
+        lock, tmp_path / "env", platform="linux-64", cache=cache_at(tmp_path / "cache")
+    )
+    assert (tmp_path / "env/lib/libz.so").read_bytes() == b"\x7fELF\n"
+    assert verify_environment(tmp_path / "env").identical
+
+
+@pytest.mark.parametrize(
+    ("case", "paths", "words"),
+    [
+        ("sha256", [entry("share/a.txt", b"A\n")], "sha256 of share/a.txt"),
+        (
+            "size",
+            [{**entry("share/a.txt", b"a\n"), "size_in_bytes": 99}],
+            "share/a.txt has 2 bytes, paths.json says 99",
+        ),
+        ("missing", [entry("share/a.txt", b"a\n"), entry("share/ghost")], "'share/ghost'"),
+        (
+            "duplicate",
+            [entry("share/a.txt", b"a\n"), entry("share/a.txt", b"a\n")],
+            "listed twice",
+        ),
+        ("type", [{**entry("share/a.txt", b"a\n"), "path_type": "pipe"}], "path_type"),
+    ],
+)
+def test_payload_must_match_paths_json(
+    tmp_path: Path, case: str, paths: list[dict[str, object]], words: str
+) -> None:
+    pkg = Crafted("liar", files={"share/a.txt": b"a\n"}, paths=paths)
+    lock = crafted_lock(tmp_path / "in", [pkg])
+    with pytest.raises(ToolError) as info:
+        create_environment(
+            lock, tmp_path / "env", platform="linux-64", cache=cache_at(tmp_path / "cache")
+        )
+    assert "liar 1.0 h0_0" in info.value.message and words in info.value.message, case
+    assert not (tmp_path / "cache" / "liar-1.0-h0_0").exists()
+
+
+def test_an_archive_claiming_to_be_another_package_is_refused(tmp_path: Path) -> None:
+    pkg = Crafted("numpy", files={"share/n": b"n\n"}, index={"name": "evil"})
+    lock = crafted_lock(tmp_path / "in", [pkg])
+    with pytest.raises(ToolError, match=r"the archive says it is evil 1\.0 h0_0"):
+        create_environment(
+            lock, tmp_path / "env", platform="linux-64", cache=cache_at(tmp_path / "cache")
+        )
+
+
+# --- --force and -n -------------------------------------------------------------------------
+
+
+def test_force_replaces_only_a_conda_environment(tmp_path: Path) -> None:
+    lock = crafted_lock(tmp_path / "in", [good()])
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    (project / "notes.txt").write_text("mine")
+    before = snapshot(project)
+    with pytest.raises(UserInputError, match="only a conda environment") as info:
+        create_environment(lock, project, force=True, platform="linux-64")
+    assert info.value.hint and "never deletes" in info.value.hint
+    assert snapshot(project) == before
+
+
+def test_force_never_removes_the_current_directory_or_a_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = crafted_lock(tmp_path / "in", [good()])
+    env = tmp_path / "env"
+    create_environment(lock, env, platform="linux-64")
+    (env / "work").mkdir()
+    for cwd, target in ((env, env), (env / "work", env)):
+        monkeypatch.chdir(cwd)
+        with pytest.raises(UserInputError, match="holds the current directory"):
+            create_environment(lock, target, force=True, platform="linux-64")
+        assert (env / "conda-meta").is_dir()
+    proc = subprocess.run(
+        [ENVFACTORY, "create", str(lock), "-p", ".", "--force", "--platform", "linux-64"],
+        cwd=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "error: --force would remove" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (env / "conda-meta").is_dir() and (env / "work").is_dir()
+
+
+@pytest.mark.parametrize("name", ["..", ".", "a/b", "/abs", "../up", "x\ny", ""])
+def test_n_takes_a_plain_name(tmp_path: Path, name: str) -> None:
+    lock = crafted_lock(tmp_path / "in", [good()])
+    env = {**os.environ, "CONDA_ENVS_PATH": str(tmp_path / "envs")}
+    proc = subprocess.run(
+        [ENVFACTORY, "create", str(lock), "-n", name, "--platform", "linux-64"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "error: -n takes a plain environment name" in proc.stderr
+    assert not (tmp_path / "envs").exists()
+
+
+def test_n_with_a_plain_name_creates_under_conda_envs_path(tmp_path: Path) -> None:
+    lock = crafted_lock(tmp_path / "in", [good()])
+    env = {**os.environ, "CONDA_ENVS_PATH": str(tmp_path / "envs")}
+    proc = subprocess.run(
+        [ENVFACTORY, "create", str(lock), "-n", "tf1.14_gpu-2", "--platform", "linux-64"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "envs/tf1.14_gpu-2/share/good.txt").is_file()
+
+
+# --- pip URLs ---------------------------------------------------------------------------------
+
+
+def wheel(url: str, name: str = "demo", sha256: str | None = "a" * 64) -> LockedPackage:
+    return LockedPackage(
+        manager="pip", name=name, version="1.0", platform="linux-64", url=url, sha256=sha256
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.org/demo-1.0-py3-none-any.whl\n--find-links /tmp/evil",
+        "https://example.org/demo-1.0-py3-none-any.whl --no-binary :all:",
+        "-r /etc/hostname",
+        "ftp://example.org/demo-1.0-py3-none-any.whl",
+        "file:///x/demo-1.0-py3-none-any.whl\r\n-e .",
+    ],
+)
+def test_pip_urls_are_one_http_or_file_url(url: str) -> None:
+    with pytest.raises(UserInputError, match="is not one http"):
+        check_pip_packages([wheel(url)])
+
+
+def test_pip_names_and_hashes_are_checked() -> None:
+    with pytest.raises(UserInputError, match="not a package name"):
+        check_pip_packages([wheel("https://x/demo.whl", name="demo --pre")])
+    with pytest.raises(UserInputError, match="no valid sha256"):
+        check_pip_packages([wheel("https://x/demo.whl", sha256="zz")])
+    check_pip_packages([wheel("https://files.example.org/p/demo-1.0-py3-none-any.whl#sha256=ab")])
+
+
+def test_a_lock_with_an_injected_pip_url_creates_nothing(tmp_path: Path) -> None:
+    pkg = good()
+    archive = write_crafted(tmp_path / "channel", pkg)
+    lock = write_lock(tmp_path / "lock", {archive: pkg})
+    text = lock.read_text()
+    # conda-lock's writer would quote a newline; hand-edit the YAML as an attacker would
+    pip = (
+        "- name: demo\n  version: '1.0'\n  manager: pip\n  platform: linux-64\n"
+        '  dependencies: {}\n  url: "https://example.org/demo-1.0-py3-none-any.whl\\n'
+        '--find-links /tmp/evil"\n  hash:\n    sha256: ' + "a" * 64 + "\n"
+        "  category: main\n  optional: false\n"
+    )
+    lock.write_text(text.replace("package:\n", "package:\n" + pip, 1))
+    proc = subprocess.run(
+        [ENVFACTORY, "create", str(lock), "-p", str(tmp_path / "env"), "--platform", "linux-64"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "is not one http(s):// or file:// URL" in proc.stderr
+    assert not (tmp_path / "env").exists()
+    assert [p.name for p in tmp_path.iterdir() if ".envfactory-" in p.name] == []
+
+
+# --- modes, verify, offline ------------------------------------------------------------------
+
+
+def test_modes_follow_the_umask(tmp_path: Path) -> None:
+    pkg = Crafted("modes", files={"bin/tool": b"#!/bin/sh\n", "share/m.txt": b"m\n"})
+    lock = crafted_lock(tmp_path / "in", [pkg])
+    env = tmp_path / "env"
+    proc = subprocess.run(
+        ["sh", "-c", f'umask 022 && exec "{ENVFACTORY}" create "{lock}" -p "{env}" '
+         "--platform linux-64"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    modes = {
+        str(p.relative_to(env)): p.lstat().st_mode & 0o777
+        for p in [env, *env.rglob("*")]
+        if not p.is_symlink()
+    }
+    assert modes["."] == 0o755
+    assert modes["bin/tool"] == 0o755 and modes["share/m.txt"] == 0o644
+    assert modes["conda-meta"] == 0o755
+    assert all(m == 0o644 for k, m in modes.items() if k.startswith("conda-meta/")), modes
+    assert not [k for k, m in modes.items() if not m & 0o004], modes
+
+
+def test_verify_reports_missing_and_altered_files(tmp_path: Path) -> None:
+    pkg = Crafted("v", files={"share/v/a.txt": b"a\n", "share/v/b.txt": b"b\n", "lib/c": b"c\n"})
+    lock = crafted_lock(tmp_path / "in", [pkg])
+    env = tmp_path / "env"
+    create_environment(lock, env, platform="linux-64", cache=cache_at(tmp_path / "cache"))
+    assert verify_environment(env).identical
+    (env / "share/v/a.txt").unlink()
+    (env / "lib/c").unlink()  # a hard link to the cache: replace, never write through it
+    (env / "lib/c").write_bytes(b"C\n")
+    report = verify_environment(env)
+    assert not report.identical
+    assert [(p.package, p.path) for p in report.missing_files] == [("v 1.0 h0_0", "share/v/a.txt")]
+    assert [(p.path, p.problem) for p in report.altered_files] == [("lib/c", "sha256 differs")]
+    proc = subprocess.run(
+        [ENVFACTORY, "verify", str(env)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 3
+    assert "missing file  share/v/a.txt (v 1.0 h0_0)" in proc.stdout
+    assert "altered file  lib/c (v 1.0 h0_0): sha256 differs" in proc.stdout
+    # the cache was not written through
+    assert (tmp_path / "cache/v-1.0-h0_0/lib/c").read_bytes() == b"c\n"
+
+
+def test_offline_create_names_the_ways_out(tmp_path: Path) -> None:
+    pkg = good()
+    archive = write_crafted(tmp_path / "channel", pkg)
+    lock = write_lock(tmp_path / "lock", {archive: pkg})
+    lock.write_text(
+        lock.read_text().replace((tmp_path / "channel").as_uri(), "http://127.0.0.1:9/c")
+    )
+    proc = subprocess.run(
+        [ENVFACTORY, "create", str(lock), "-p", str(tmp_path / "env"), "--platform", "linux-64"],
+        env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(tmp_path / "cold-cache")},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert (
+        "error: cannot download http://127.0.0.1:9/c/linux-64/good-1.0-h0_0.tar.bz2" in proc.stderr
+    )
+    hint = next(line for line in proc.stderr.splitlines() if line.startswith("hint:"))
+    for words in ("--channel-map", "ENVFACTORY_CHANNEL_MAP", "envfactory mirror"):
+        assert words in hint
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "env").exists()
+
+
+# --- fault tests: kill -9 and SIGTERM at points spread over a create -------------------------
+
+
+@pytest.fixture(scope="module")
+def big_lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """40 packages of ~60 files each: a create that takes long enough to be cut at many
+    points (extraction, linking, moving into place)."""
+    root = tmp_path_factory.mktemp("faults")
+    rnd = random.Random(7)
+    pkgs = [
+        Crafted(
+            f"p{i:02d}",
+            files={f"lib/p{i:02d}/f{j}.dat": rnd.randbytes(2000 + 97 * j) for j in range(60)},
+        )
+        for i in range(40)
+    ]
+    return crafted_lock(root, pkgs)
+
+
+def timed_create(lock: Path, prefix: Path, cache: Path) -> float:
+    start = time.monotonic()
+    proc = subprocess.run(
+        [ENVFACTORY, "create", str(lock), "-p", str(prefix), "--platform", "linux-64"],
+        env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache)},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return time.monotonic() - start
+
+
+def leftovers(parent: Path, cache: Path) -> list[str]:
+    found = [p.name for p in parent.iterdir() if ".envfactory-" in p.name]
+    staging = cache / STAGING
+    if staging.is_dir():
+        found += [f"{STAGING}/{p.name}" for p in staging.iterdir()]
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_interrupted_create_leaves_nothing_and_a_rerun_succeeds(
+    big_lock: Path, tmp_path: Path, sig: signal.Signals
+) -> None:
+    # how long a cold and a warm create take here, to spread the cuts over them
+    cold = timed_create(big_lock, tmp_path / "probe", tmp_path / "probe-cache")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep\n")
+    rnd = random.Random(int(sig))
+    points = sorted(rnd.uniform(0.05, 1.1) * cold for _ in range(6))
+    cut = 0
+    for n, delay in enumerate(points):
+        cache = tmp_path / f"cache{n % 2}"  # cold and then warm caches
+        parent = tmp_path / f"run{n}"
+        parent.mkdir()
+        prefix = parent / "env"
+        before = snapshot(
+            tmp_path, skip=(parent, cache, tmp_path / "probe", tmp_path / "probe-cache")
+        )
+        proc = subprocess.Popen(
+            [ENVFACTORY, "create", str(big_lock), "-p", str(prefix), "--platform", "linux-64"],
+            env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache)},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(delay)
+        proc.send_signal(sig)
+        _out, err = proc.communicate(timeout=120)
+        assert "Traceback" not in err
+        after = snapshot(
+            tmp_path, skip=(parent, cache, tmp_path / "probe", tmp_path / "probe-cache")
+        )
+        assert after == before, f"something outside the target changed (cut at {delay:.2f} s)"
+        finished = proc.returncode == 0
+        if sig == signal.SIGTERM:
+            # handled (exit 130 after cleaning up), or before the handler was installed or
+            # after it was removed (the default action): nothing left even before a re-run
+            assert proc.returncode in (0, 130, -signal.SIGTERM), err
+            assert leftovers(parent, cache) == [], f"cut at {delay:.2f} s"
+        if not finished:
+            cut += 1
+            # the prefix appears whole or not at all
+            assert not prefix.exists() or verify_environment(prefix).identical
+        again = subprocess.run(
+            [ENVFACTORY, "create", str(big_lock), "-p", str(prefix), "--platform", "linux-64",
+             *(["--force"] if prefix.exists() else [])],
+            env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache)},
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        assert verify_environment(prefix).identical
+        assert leftovers(parent, cache) == [], f"cut at {delay:.2f} s"
+        assert json.loads((prefix / "conda-meta" / "envfactory.json").read_text())["platform"]
+    assert cut >= 2, f"only {cut} of {len(points)} signals arrived before create finished"

@@ -1,0 +1,295 @@
+"""The shared package cache: archives checked against the lock before they enter it, extracted
+once, hard-linked into prefixes (copied across filesystems), safe under two creates at once,
+stale work swept, ``envfactory cache info|clean``; ``.conda`` and ``.tar.bz2`` archives."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from crafted import Crafted, crafted_lock, write_crafted, write_lock
+
+from envfactory.build.checks import LockedPackage
+from envfactory.build.create import create_environment
+from envfactory.build.pkgcache import (
+    MARKER,
+    STAGING,
+    CacheLocation,
+    PackageCache,
+    Staging,
+    cache_location,
+    default_root,
+    sweep_stale,
+)
+from envfactory.build.verify import verify_environment
+from envfactory.errors import ToolError, UserInputError
+
+ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
+
+
+def payload(name: str, n: int = 3) -> dict[str, bytes]:
+    return {f"share/{name}/f{i}.txt": f"{name} file {i}\n".encode() * (i + 1) for i in range(n)}
+
+
+def packages(fmt: str = "tar.bz2", count: int = 4) -> list[Crafted]:
+    out = [Crafted(f"pkg{i}", files=payload(f"pkg{i}"), fmt=fmt) for i in range(count)]
+    out.append(
+        Crafted(
+            "withlink",
+            files={"lib/libw.so.1": b"\x7fELF stub\n"},
+            symlinks={"lib/libw.so": "libw.so.1"},
+            fmt=fmt,
+        )
+    )
+    return out
+
+
+def cache_at(path: Path, sources: tuple[Path, ...] = ()) -> PackageCache:
+    return PackageCache(CacheLocation(path, sources))
+
+
+def env_with_cache(cache: Path) -> dict[str, str]:
+    return {**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache)}
+
+
+def test_where_the_cache_lives(tmp_path: Path) -> None:
+    home = Path.home()
+    assert default_root({}) == home / ".cache" / "envfactory" / "pkgs"
+    assert default_root({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "envfactory" / "pkgs"
+    # a relative XDG_CACHE_HOME is invalid per the XDG spec: ignored
+    assert default_root({"XDG_CACHE_HOME": "rel"}) == home / ".cache" / "envfactory" / "pkgs"
+    two = f"{tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}"
+    location = cache_location({"ENVFACTORY_PKGS_DIRS": two, "CONDA_PKGS_DIRS": "/x/pkgs,/y"})
+    assert location.root == tmp_path / "a"
+    assert location.archive_sources == (tmp_path / "b", Path("/x/pkgs"), Path("/y"))
+
+
+@pytest.mark.parametrize("fmt", ["tar.bz2", "conda"])
+def test_extracted_once_then_hard_linked_into_each_prefix(tmp_path: Path, fmt: str) -> None:
+    lock = crafted_lock(tmp_path, packages(fmt))
+    cache = cache_at(tmp_path / "cache")
+    first = create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
+    assert first.from_cache == 0
+    second = create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
+    assert second.from_cache == second.conda == 5
+    entry = tmp_path / "cache" / "pkg1-1.0-h0_0" / "share/pkg1/f2.txt"
+    a, b = (tmp_path / p / "share/pkg1/f2.txt" for p in ("a", "b"))
+    assert a.read_bytes() == b"pkg1 file 2\n" * 3
+    assert entry.stat().st_ino == a.stat().st_ino == b.stat().st_ino
+    assert (tmp_path / "b" / "lib/libw.so").readlink() == Path("libw.so.1")
+    # rattler's lock file: revision 1, then the archive's sha256
+    archive = tmp_path / "channel" / "linux-64" / f"pkg1-1.0-h0_0.{fmt}"
+    import hashlib
+
+    lock_bytes = (tmp_path / "cache" / "pkg1-1.0-h0_0.lock").read_bytes()
+    assert lock_bytes == (1).to_bytes(8, "big") + hashlib.sha256(archive.read_bytes()).digest()
+    for prefix in ("a", "b"):
+        report = verify_environment(tmp_path / prefix)
+        assert report.identical and report.files_checked == 4 * 3 + 2
+    assert list((tmp_path / "cache" / STAGING).iterdir()) == []
+
+
+def test_an_archive_that_differs_from_the_lock_never_enters(tmp_path: Path) -> None:
+    lock = crafted_lock(tmp_path, packages())
+    victim = tmp_path / "channel/linux-64/pkg2-1.0-h0_0.tar.bz2"
+    write_crafted(tmp_path / "channel", Crafted("pkg2", files={"share/pkg2/f0.txt": b"evil\n"}))
+    assert victim.is_file()
+    cache = cache_at(tmp_path / "cache")
+    with pytest.raises(ToolError) as info:
+        create_environment(lock, tmp_path / "env", platform="linux-64", cache=cache)
+    assert "pkg2 1.0 h0_0" in info.value.message and "sha256" in info.value.message
+    assert not (tmp_path / "cache" / "pkg2-1.0-h0_0").exists()
+    assert not (tmp_path / "env").exists()
+    assert list((tmp_path / "cache" / STAGING).iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir() if ".envfactory-" in p.name] == []
+
+
+def test_a_tampered_cache_entry_is_replaced(tmp_path: Path) -> None:
+    """An entry whose lock file names another sha256 (a different package of the same name,
+    or a half-written entry) is extracted again from the locked archive."""
+    lock = crafted_lock(tmp_path, packages())
+    cache = cache_at(tmp_path / "cache")
+    create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
+    (tmp_path / "cache" / "pkg0-1.0-h0_0.lock").write_bytes(b"\0" * 40)
+    (tmp_path / "cache" / "pkg0-1.0-h0_0" / "share/pkg0/f0.txt").unlink()
+    result = create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
+    assert result.from_cache == 4
+    assert (tmp_path / "b/share/pkg0/f0.txt").read_bytes() == b"pkg0 file 0\n"
+
+
+def test_copied_where_hard_links_cannot_cross_filesystems(tmp_path: Path) -> None:
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("needs /dev/shm on another filesystem than the test's temp dir")
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=shm) as other:
+        lock = crafted_lock(tmp_path, packages())
+        cache = cache_at(Path(other) / "cache")
+        create_environment(lock, tmp_path / "env", platform="linux-64", cache=cache)
+        copied = tmp_path / "env/share/pkg3/f1.txt"
+        assert copied.read_bytes() == b"pkg3 file 1\n" * 2
+        assert copied.stat().st_dev != (Path(other) / "cache").stat().st_dev
+        assert verify_environment(tmp_path / "env").identical
+
+
+def test_archives_from_conda_pkgs_dirs_are_used_after_their_hash_check(tmp_path: Path) -> None:
+    """The lock's URLs are unreachable; conda's pkgs dir holds the archives."""
+    pkgs = packages()
+    archives = {write_crafted(tmp_path / "channel", p): p for p in pkgs}
+    conda_pkgs = tmp_path / "conda-pkgs"
+    conda_pkgs.mkdir()
+    for path in archives:
+        (conda_pkgs / path.name).write_bytes(path.read_bytes())
+    lock = write_lock(tmp_path / "lock", archives)
+    text = lock.read_text().replace((tmp_path / "channel").as_uri(), "http://127.0.0.1:9/ch")
+    lock.write_text(text)
+    cache = cache_at(tmp_path / "cache", (conda_pkgs,))
+    create_environment(lock, tmp_path / "env", platform="linux-64", cache=cache)
+    assert verify_environment(tmp_path / "env").identical
+    # a different file under the same name in conda's dir is not used: the download is tried
+    (conda_pkgs / "pkg0-1.0-h0_0.tar.bz2").write_bytes(b"not the package")
+    with pytest.raises(ToolError) as info:
+        create_environment(
+            lock,
+            tmp_path / "env2",
+            platform="linux-64",
+            cache=cache_at(tmp_path / "c2", (conda_pkgs,)),
+        )
+    assert "127.0.0.1:9" in info.value.message
+    assert info.value.hint is not None
+    for words in ("--channel-map", "ENVFACTORY_CHANNEL_MAP", "envfactory mirror"):
+        assert words in info.value.hint
+    assert (conda_pkgs / "pkg0-1.0-h0_0.tar.bz2").read_bytes() == b"not the package"
+
+
+def test_an_md5_only_lock_is_checked_by_md5(tmp_path: Path) -> None:
+    lock = crafted_lock(tmp_path, packages())
+    text = "\n".join(line for line in lock.read_text().splitlines() if "sha256:" not in line)
+    lock.write_text(text + "\n")
+    cache = cache_at(tmp_path / "cache")
+    create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
+    again = create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
+    assert again.from_cache == 5
+    write_crafted(tmp_path / "channel", Crafted("pkg1", files={"share/x": b"other\n"}))
+    (tmp_path / "cache" / "pkg1-1.0-h0_0.md5").unlink()
+    with pytest.raises(ToolError, match="md5"):
+        create_environment(lock, tmp_path / "c", platform="linux-64", cache=cache)
+
+
+def test_names_from_the_lock_cannot_leave_the_cache(tmp_path: Path) -> None:
+    cache = cache_at(tmp_path / "cache")
+    bad = LockedPackage(
+        manager="conda",
+        name="..",
+        version="1",
+        platform="linux-64",
+        url="file:///x/linux-64/..-1-0.tar.bz2",
+        build="0",
+        sha256="0" * 64,
+    )
+    with pytest.raises(UserInputError, match="not a conda name"):
+        cache.acquire([bad])
+    evil_build = LockedPackage(
+        manager="conda",
+        name="a",
+        version="1",
+        platform="linux-64",
+        url="file:///x/linux-64/a-1-0.tar.bz2",
+        build="0/../../x",
+        sha256="0" * 64,
+    )
+    with pytest.raises(UserInputError, match="not a conda build"):
+        cache.acquire([evil_build])
+    assert not (tmp_path / "cache").exists()
+
+
+def test_stale_staging_is_swept_and_live_staging_kept(tmp_path: Path) -> None:
+    dead = tmp_path / ".env.envfactory-dead"
+    dead.mkdir()
+    (dead / MARKER).write_text("123\n")
+    (dead / "half-written").write_text("x")
+    unmarked = tmp_path / ".env.envfactory-notours"
+    unmarked.mkdir()
+    live = Staging.make(tmp_path, ".env.envfactory-")
+    removed = sweep_stale(tmp_path, ".env.envfactory-")
+    assert removed == [dead]
+    assert live.path.is_dir() and unmarked.is_dir()
+    live.remove()
+    assert not live.path.exists()
+
+
+def test_progress_is_reported_per_package(tmp_path: Path) -> None:
+    lock = crafted_lock(tmp_path, packages())
+    seen: list[tuple[str, str]] = []
+    totals: list[int] = []
+    from envfactory.build.pkgcache import callbacks
+
+    progress = callbacks(totals.append, lambda name, _n, outcome: seen.append((name, outcome)))
+    cache = cache_at(tmp_path / "cache")
+    create_environment(
+        lock, tmp_path / "a", platform="linux-64", cache=cache, cache_progress=progress
+    )
+    assert totals == [5] and sorted(seen) == sorted((p.name, "extracted") for p in packages())
+
+
+def run_create(lock: Path, prefix: Path, cache: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [ENVFACTORY, "create", str(lock), "-p", str(prefix), "--platform", "linux-64"],
+        env=env_with_cache(cache),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_two_creates_at_once_share_one_cold_cache(tmp_path: Path) -> None:
+    many = [Crafted(f"p{i:02d}", files=payload(f"p{i:02d}", 6)) for i in range(30)]
+    lock = crafted_lock(tmp_path, many)
+    cache = tmp_path / "cache"
+    procs = [run_create(lock, tmp_path / name, cache) for name in ("one", "two")]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        assert "30 conda + 0 pip packages" in out
+    for name in ("one", "two"):
+        assert verify_environment(tmp_path / name).identical
+    entries = sorted(p.name for p in cache.iterdir() if p.is_dir() and p.name != STAGING)
+    assert entries == [f"p{i:02d}-1.0-h0_0" for i in range(30)]
+    assert list((cache / STAGING).iterdir()) == []
+    one, two = (tmp_path / n / "share/p07/f5.txt" for n in ("one", "two"))
+    assert one.stat().st_ino == two.stat().st_ino
+
+
+def test_cache_info_and_clean(tmp_path: Path) -> None:
+    lock = crafted_lock(tmp_path, packages())
+    cache = tmp_path / "cache"
+    created = subprocess.run(
+        [ENVFACTORY, "create", str(lock), "-p", str(tmp_path / "env"), "--platform", "linux-64"],
+        env=env_with_cache(cache), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    info = subprocess.run(
+        [ENVFACTORY, "cache", "info", "--json"],
+        env=env_with_cache(cache), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert info.returncode == 0, info.stderr
+    data = json.loads(info.stdout)
+    assert data["root"] == str(cache) and data["packages"] == 5 and data["bytes"] > 0
+    # an entry some create is linking from (shared lock held) is not removed
+    with (cache / "pkg0-1.0-h0_0.lock").open("rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_SH)
+        cleaned = subprocess.run(
+            [ENVFACTORY, "cache", "clean"],
+            env=env_with_cache(cache), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert "removed 4" in cleaned.stdout
+    assert (cache / "pkg0-1.0-h0_0").is_dir() and not (cache / "pkg1-1.0-h0_0").exists()
+    # the prefix does not depend on the cache: hard links keep the files
+    assert verify_environment(tmp_path / "env").identical
