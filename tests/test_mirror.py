@@ -269,8 +269,17 @@ def test_subdirs_from_the_lock_must_be_platform_names(tmp_path: Path) -> None:
         lock.read_text().replace(archive.resolve().as_uri(), f"file://{source}/x/../notes.txt")
     )
     mirror = tmp_path / "out" / "mirror"
-    with pytest.raises(UserInputError, match=r"subdir '\.\.'.* is not a conda platform"):
+    # refused by the lock reader ('..' segment) or, past it, by mirror's subdir check
+    with pytest.raises(UserInputError, match=r"'\.\.' path segment|subdir '\.\.'"):
         mirror_lock(lock, mirror)
+    from envfactory.build.mirror import relative_path
+
+    bad = LockedPackage(
+        manager="conda", name="good", version="1.0", platform="linux-64",
+        url=f"file://{source}/x/../notes.txt", build="h0_0", sha256="0" * 64,
+    )  # fmt: skip
+    with pytest.raises(UserInputError, match=r"subdir '\.\.'.* is not a conda platform"):
+        relative_path(bad)
     assert not (tmp_path / "out" / "notes.txt").exists()
     assert not mirror.exists() or list(mirror.rglob("*")) == []
 

@@ -397,10 +397,12 @@ def check_installed(prefix: Path, sources: set[str]) -> None:
             if raw.get("prefix_placeholder"):
                 expected = raw.get("sha256_in_prefix") or raw.get("sha256")
             else:
-                if (st.st_dev, st.st_ino) not in cached:
-                    _remember(cached, walked, src)
-                if (st.st_dev, st.st_ino) in cached:
+                if _same_file(src / rel, st):
                     continue  # the cache's own file, checked when it entered the cache
+                if (st.st_dev, st.st_ino) not in cached:
+                    _remember(cached, walked, src)  # noarch: site-packages/ moved under lib/
+                if (st.st_dev, st.st_ino) in cached:
+                    continue
                 expected = raw.get("sha256")
                 size = raw.get("size_in_bytes")
                 if size is not None and st.st_size != size:
@@ -421,6 +423,14 @@ def check_installed(prefix: Path, sources: set[str]) -> None:
                 f"{rel} in the new prefix is not a directory but files were linked under it",
                 "a package installs a symlink where another has a directory; re-lock",
             )
+
+
+def _same_file(path: Path, st: os.stat_result) -> bool:
+    try:
+        other = path.lstat()
+    except OSError:
+        return False
+    return (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
 
 
 def _remember(cached: set[tuple[int, int]], walked: set[Path], directory: Path) -> None:

@@ -661,7 +661,7 @@ class PackageCache:
             sha = self._hit(handle, name, algorithm, expected)
             if sha is not None:
                 break
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            _exclusive(handle, self.root / name, pkg)
             if self._hit(handle, name, algorithm, expected) is None:
                 outcome = self._populate(pkg, handle)
             # Linux drops and re-takes an flock to convert it: look again under LOCK_SH.
@@ -674,6 +674,33 @@ class PackageCache:
         entries = read_paths(pkg.describe(), self.root / name)
         report.fetched(pkg.name, sum(e.size or 0 for e in entries), outcome)
         return CachedPackage(self.root / name, sha, tuple(entries), outcome)
+
+
+EXCLUSIVE_WAIT_S = 600.0
+
+
+def _exclusive(handle: IO[bytes], entry: Path, pkg: Wanted) -> None:
+    """An exclusive lock on an entry, waited for at most ``EXCLUSIVE_WAIT_S``: two creates
+    that each hold an entry the other must replace (two different archives with one
+    name-version-build) would otherwise wait for each other for ever."""
+    import time
+
+    deadline = time.monotonic() + EXCLUSIVE_WAIT_S
+    delay = 0.01
+    while True:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise ToolError(
+                    f"{pkg.describe()}: the cache entry {entry} stayed in use by another "
+                    f"process for {EXCLUSIVE_WAIT_S:.0f} s",
+                    "another create links a different package of the same name and version "
+                    f"from it; run the two one after the other, or give each its own {ENV_VAR}",
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
 
 
 class Lease:

@@ -1,0 +1,272 @@
+"""Benchmark: ``envfactory create`` with a cold and a warm package cache, against its floors.
+
+    .venv/bin/python benchmarks/bench_create.py [--packages 210] [--mb 362] [--repeat 5]
+                                                [--formats tar.bz2,conda] [--keep DIR]
+
+Input: a generated channel of PACKAGES conda packages holding MB megabytes of files in all
+(text-like content that compresses like shared libraries and Python sources do, 2:1 to 4:1;
+sizes vary 50x between packages, as in a TF stack), written as real ``.tar.bz2`` and as ``.conda``
+(zstd) archives by tests/crafted.py, and a conda-lock.yml naming them by file:// URL with their
+sha256. The default size is the 210-package, 362 MB set of issue 11.
+
+Every figure is a whole process (``python -m envfactory``, ``cp``, ``tar``...), run REPEAT times,
+printed as min / median / max wall seconds, and peak RSS (``wait4``'s ru_maxrss) for create.
+Floors, measured in the same run over the same files:
+
+* ``cp -al`` of the created prefix (what a warm create does at best: hard links);
+* parallel extraction of the same archives, one process per core: ``tar -xjf`` for
+  ``.tar.bz2``; for ``.conda`` (a zip holding two ``.tar.zst``) ``unzip -p | tar --zstd -x``
+  when both tools are installed, else a Python process pool (zipfile + zstandard + tarfile);
+* py-rattler's own ``install`` of the same records from the same warm cache, a separate
+  Python process that imports only rattler (its default validation of the cache entries).
+
+Targets (issue 11): warm create <= 10x ``cp -al`` and <= 1.2x rattler's install; cold create
+<= 1.3x parallel extraction; peak memory <= 300 MB for the 362 MB set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from crafted import Crafted, write_crafted, write_lock
+
+WORDS = [
+    *("import", "numpy", "tensor", "cuda", "kernel", "float32", "matmul", "gradient", "session"),
+    *("graph", "__init__", "self", "def", "return", "class", "lib64", "libcudart", "symbol"),
+    *("version", "GLIBC_2.17", "_ZN10tensorflow6kernel", "0x7f45", "0x0000", ".text"),
+    *(".rodata", ".data", ".bss", "ELF", "dynamic", "relocation"),
+]
+
+
+def corpus(rng: random.Random, size: int) -> bytes:
+    """Text-like bytes: words and numbers, with binary-ish runs; compresses ~3:1 with bzip2."""
+    out = bytearray()
+    while len(out) < size:
+        if rng.random() < 0.2:
+            out += rng.randbytes(rng.randint(16, 256))
+        else:
+            out += (" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 24))) + "\n").encode()
+    return bytes(out[:size])
+
+
+def generate(root: Path, count: int, total_mb: float, fmt: str, seed: int = 11) -> Path:
+    """The channel and the lock for ``count`` packages of ``total_mb`` MB in ``fmt``."""
+    rng = random.Random(seed)
+    weights = [rng.lognormvariate(0, 1.2) for _ in range(count)]
+    scale = total_mb * 1e6 / sum(weights)
+    pool = corpus(rng, 4 << 20)
+    archives = {}
+    for i, weight in enumerate(weights):
+        size = max(2000, int(weight * scale))
+        nfiles = max(1, min(400, size // 40_000))
+        files = {}
+        for j in range(nfiles):
+            n = size // nfiles
+            start = rng.randrange(0, len(pool) - n) if n < len(pool) else 0
+            data = pool[start : start + n] if n < len(pool) else corpus(rng, n)
+            files[f"lib/pkg{i:03d}/m{j:03d}.so"] = data
+        pkg = Crafted(f"pkg{i:03d}", files=files, fmt=fmt)
+        archives[write_crafted(root / "channel", pkg)] = pkg
+    return write_lock(root / "lock", archives)
+
+
+def timed(command: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of one whole process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        list(command), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        raise SystemExit(f"failed: {' '.join(command)}\n{err}")
+    if proc.stderr:
+        proc.stderr.close()
+    return elapsed, usage.ru_maxrss
+
+
+def series(
+    repeat: int, prepare: Callable[[int], None], run: Callable[[int], tuple[float, int]]
+) -> tuple[list[float], list[int]]:
+    times, peaks = [], []
+    for i in range(repeat):
+        prepare(i)
+        seconds, peak = run(i)
+        times.append(seconds)
+        peaks.append(peak)
+    return times, peaks
+
+
+def show(label: str, times: list[float], peaks: list[int] | None = None) -> float:
+    median = statistics.median(times)
+    text = f"  {label:<44} {min(times):7.3f} {median:7.3f} {max(times):7.3f} s"
+    if peaks:
+        text += f"   peak {max(peaks) / 1024:6.0f} MiB"
+    print(text, flush=True)
+    return median
+
+
+RATTLER_INSTALL = """
+import asyncio, json, sys
+import rattler
+from rattler import BuildString, PackageRecord, RepoDataRecord, Subdir
+records = []
+for p in json.load(open(sys.argv[1])):
+    r = PackageRecord(name=p["name"], version=p["version"], build=BuildString(p["build"]),
+                      build_number=0, subdir=p["subdir"], depends=[],
+                      sha256=bytes.fromhex(p["sha256"]), md5=bytes.fromhex(p["md5"]))
+    records.append(RepoDataRecord(r, p["fn"], p["url"], p["channel"]))
+asyncio.run(rattler.install(records, target_prefix=sys.argv[2], cache_dir=sys.argv[3],
+                            platform=Subdir("linux-64"), show_progress=False,
+                            execute_link_scripts=False))
+"""
+
+EXTRACT_CONDA = """
+import io, sys, tarfile, zipfile
+from concurrent.futures import ProcessPoolExecutor
+import zstandard
+def one(job):
+    path, dest = job
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():
+            if name.endswith(".tar.zst"):
+                with z.open(name) as raw:
+                    reader = zstandard.ZstdDecompressor().stream_reader(raw)
+                    with tarfile.open(fileobj=reader, mode="r|") as tar:
+                        tar.extractall(dest, filter="tar")
+if __name__ == "__main__":
+    out = sys.argv[1]
+    jobs = [(p, f"{out}/{i}") for i, p in enumerate(sys.argv[2:])]
+    with ProcessPoolExecutor() as pool:
+        list(pool.map(one, jobs))
+"""
+
+
+def parallel_extract(archives: list[Path], dest: Path, fmt: str) -> list[str]:
+    """One command line that extracts every archive, one process per core."""
+    cores = str(os.cpu_count() or 1)
+    if fmt == "tar.bz2":
+        script = 'mkdir -p "$1/$(basename "$2")" && tar -xjf "$2" -C "$1/$(basename "$2")"'
+        return ["sh", "-c", f'printf "%s\\n" "$@" | xargs -P {cores} -n 1 sh -c \'{script}\' _ '
+                f'"{dest}"', "_", *map(str, archives)]  # fmt: skip
+    if shutil.which("unzip") and shutil.which("zstd"):
+        script = (
+            'd="$1/$(basename "$2")"; mkdir -p "$d"; for m in $(unzip -Z1 "$2" | grep tar.zst); '
+            'do unzip -p "$2" "$m" | tar --zstd -x -C "$d"; done'
+        )
+        return ["sh", "-c", f'printf "%s\\n" "$@" | xargs -P {cores} -n 1 sh -c \'{script}\' _ '
+                f'"{dest}"', "_", *map(str, archives)]  # fmt: skip
+    return [sys.executable, "-c", EXTRACT_CONDA, str(dest), *map(str, archives)]
+
+
+def bench(root: Path, count: int, total_mb: float, fmt: str, repeat: int) -> dict[str, float]:
+    print(f"\n{count} packages, {total_mb:.0f} MB of files, .{fmt} archives", flush=True)
+    t0 = time.perf_counter()
+    lock = generate(root, count, total_mb, fmt)
+    archives = sorted((root / "channel" / "linux-64").glob(f"*.{fmt}"))
+    size = sum(p.stat().st_size for p in archives) / 1e6
+    print(f"  generated in {time.perf_counter() - t0:.0f} s: {size:.0f} MB of archives")
+    python = sys.executable
+    create = [python, "-m", "envfactory", "create", str(lock), "--platform", "linux-64", "-p"]
+
+    def env_for(cache: Path) -> dict[str, str]:
+        return {**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache), "TERM": "dumb"}
+
+    def fresh(*paths: Path) -> None:
+        for path in paths:
+            shutil.rmtree(path, ignore_errors=True)
+
+    print(f"  {'':<44} {'min':>7} {'median':>7} {'max':>7}")
+    cold_t, cold_p = series(
+        repeat,
+        lambda i: fresh(root / "cold-cache", root / f"cold{i}"),
+        lambda i: timed([*create, str(root / f"cold{i}")], env_for(root / "cold-cache")),
+    )
+    cold = show("create, cold cache", cold_t, cold_p)
+    warm_t, warm_p = series(
+        repeat,
+        lambda i: fresh(root / f"warm{i}"),
+        lambda i: timed([*create, str(root / f"warm{i}")], env_for(root / "cold-cache")),
+    )
+    warm = show("create, warm cache", warm_t, warm_p)
+    cp_t, _ = series(
+        repeat,
+        lambda i: fresh(root / f"cp{i}"),
+        lambda i: timed(["cp", "-al", str(root / "warm0"), str(root / f"cp{i}")]),
+    )
+    cp = show("floor: cp -al of the created prefix", cp_t)
+    tar_t, _ = series(
+        repeat,
+        lambda i: fresh(root / f"x{i}"),
+        lambda i: timed(parallel_extract(archives, root / f"x{i}", fmt)),
+    )
+    tar = show(f"floor: parallel extraction ({os.cpu_count()} processes)", tar_t)
+    records = [
+        {
+            "name": p.stem.split("-")[0],
+            "version": "1.0",
+            "build": "h0_0",
+            "subdir": "linux-64",
+            "fn": p.name,
+            "url": p.resolve().as_uri(),
+            "channel": (root / "channel").resolve().as_uri(),
+            "sha256": hashlib.sha256(p.read_bytes()).hexdigest(),
+            "md5": hashlib.md5(p.read_bytes()).hexdigest(),
+        }
+        for p in archives
+    ]
+    (root / "records.json").write_text(json.dumps(records))
+    rattler_install = [python, "-c", RATTLER_INSTALL, str(root / "records.json")]
+    rattler_t, rattler_p = series(
+        repeat,
+        lambda i: fresh(root / f"r{i}"),
+        lambda i: timed([*rattler_install, str(root / f"r{i}"), str(root / "cold-cache")]),
+    )
+    rattler = show("floor: py-rattler install, same warm cache", rattler_t, rattler_p)
+    for path in root.iterdir():
+        if path.name.startswith(("cold", "warm", "cp", "x", "r")) and path.is_dir():
+            fresh(path)
+    print(f"  ratio warm create / cp -al:            {warm / cp:6.1f}x   (target <= 10x)")
+    print(f"  ratio warm create / rattler install:   {warm / rattler:6.2f}x   (target <= 1.2x)")
+    print(f"  ratio cold create / parallel extract:  {cold / tar:6.2f}x   (target <= 1.3x)")
+    print(f"  peak memory of create: {max(cold_p + warm_p) / 1024:.0f} MiB (target <= 300 MB)")
+    return {"cold": cold, "warm": warm, "cp": cp, "extract": tar, "rattler": rattler}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--packages", type=int, default=210)
+    parser.add_argument("--mb", type=float, default=362.0)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--formats", default="tar.bz2,conda")
+    parser.add_argument("--keep", type=Path, default=None, help="work here (default: a tmp dir)")
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, repeat {args.repeat}")
+    for fmt in args.formats.split(","):
+        if args.keep is not None:
+            work = args.keep / fmt
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            bench(work, args.packages, args.mb, fmt, args.repeat)
+        else:
+            with tempfile.TemporaryDirectory(prefix="bench-create-") as tmp:
+                bench(Path(tmp), args.packages, args.mb, fmt, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
