@@ -526,79 +526,35 @@ def write_wheel(
 
 
 def build_wheel_folder(folder: Path, reports: Iterable[Path]) -> Path:
-    """Wheels for the packages of the captured pip reports (``data/pypi/*.json``), in order.
+    """Wheels for the packages of the captured reports (``data/pypi/*.json``): each with the
+    real name, version, file name, Requires-Dist and Requires-Python, and a small payload.
 
-    ``pip install --python-version`` does not check a local wheel's Requires-Python against the
-    target Python (pip 23.2 passes no target version to its resolver for ``install``; an index
-    says it in ``data-requires-python``, a find-links folder cannot). So a report's wheel is left
-    out when an earlier report's target would wrongly pick it: its Requires-Python excludes that
-    target's Python, its tags fit that target, it is a higher version than that report's, and
-    that report's requirements accept it (tf23's py>=3.8 ``absl_py-2.3.1-py3-none-any.whl``
-    would replace tf114's absl-py 2.1.0; tf23's tensorboard 2.14.0 stays, tf114 pins <1.15).
-    The later target then resolves to the earlier report's version, which its requirements
-    accept (the lock tests check it).
+    Every report's wheels go in, side by side (tf114's typing-extensions 4.7.1 for Python 3.7
+    beside tf23's 4.13.2 for 3.8): uv reads each local wheel's Requires-Python and skips what
+    the target Python cannot install, as it does on an index. (pip 23.2 did not, for a
+    find-links folder; this builder once left such wheels out for it.)
     """
-    from packaging.requirements import Requirement
-    from packaging.specifiers import SpecifierSet
-    from packaging.tags import compatible_tags, cpython_tags
-    from packaging.utils import canonicalize_name, parse_wheel_filename
-    from packaging.version import Version
+    from packaging.utils import canonicalize_name
 
-    from envfactory.build.pypi import platform_tags
-
-    @dataclass
-    class Target:
-        python: Version
-        fits: set[str]
-        held: dict[str, Version]
-        accepts: dict[str, list[SpecifierSet]]
-
-        def wrongly_picks(self, project: str, version: Version, tags: set[str], rp: str) -> bool:
-            return (
-                project in self.held
-                and version > self.held[project]
-                and bool(tags & self.fits)
-                and not SpecifierSet(rp).contains(self.python, prereleases=True)
-                and all(s.contains(version, prereleases=True) for s in self.accepts[project])
-            )
-
-    earlier: list[Target] = []
+    folder.mkdir(parents=True, exist_ok=True)
     for report in reports:
         doc = json.loads(report.read_text(encoding="utf-8"))
         for w in doc["wheels"]:
-            _, version, _, tags = parse_wheel_filename(w["filename"])
-            project = canonicalize_name(w["name"])
-            names = {str(t) for t in tags}
-            rp = w["requires_python"] or ""
-            if any(t.wrongly_picks(project, version, names, rp) for t in earlier):
-                continue
-            if not (folder / w["filename"]).exists():
+            filename = w["filename"]
+            if not filename.endswith(".whl"):
+                # an sdist-only release (gast 0.2.2): the offline folder holds a pure-Python
+                # wheel of the same name, version and metadata in its place
+                stem = canonicalize_name(w["name"]).replace("-", "_")
+                filename = f"{stem}-{w['version']}-py3-none-any.whl"
+            if not (folder / filename).exists():
                 write_wheel(
                     folder,
                     w["name"],
                     w["version"],
-                    w["filename"],
+                    filename,
                     w["requires_dist"],
                     w["requires_python"],
                 )
-        py = tuple(int(x) for x in str(doc["python"]).split("."))
-        plats = platform_tags(doc["platform"], "2.17")
-        target = Target(
-            python=Version(str(doc["python"])),
-            fits={str(t) for t in cpython_tags(py, platforms=plats)}
-            | {str(t) for t in compatible_tags(py, platforms=plats)},
-            held={canonicalize_name(w["name"]): Version(w["version"]) for w in doc["wheels"]},
-            accepts={},
-        )
-        for w in doc["wheels"]:
-            for text in w["requires_dist"]:
-                req = Requirement(text)
-                if req.marker is None or "extra" not in str(req.marker):
-                    name = canonicalize_name(req.name)
-                    target.accepts.setdefault(name, []).append(req.specifier)
-        for held_name in target.held:
-            target.accepts.setdefault(held_name, [])
-        earlier.append(target)
     return folder
 
 

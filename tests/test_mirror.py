@@ -193,7 +193,7 @@ def test_mirror_over_http_then_create_with_no_other_channel(
     mirror = tmp_path / "mirror"
     messages: list[str] = []
     result = mirror_lock(lock, mirror, ["linux-64"], progress=messages.append)
-    assert result.count("downloaded") == 6 and result.count("copied") == 20
+    assert result.count("downloaded") == 6 and result.count("copied") == 23
     downloaded = {p for p, _ in http_server.requests if p.endswith(".tar.bz2")}
     assert len(downloaded) == 6  # exactly the locked linux-64 conda packages, nothing else
     assert (mirror / "linux-64" / "repodata.json").is_file()
@@ -202,7 +202,7 @@ def test_mirror_over_http_then_create_with_no_other_channel(
     assert messages[-1] == f"indexing {mirror}"
 
     again = mirror_lock(lock, mirror, ["linux-64"])
-    assert again.count("kept") == 26  # nothing fetched twice
+    assert again.count("kept") == 29  # nothing fetched twice
 
     # Nothing but the mirror from here on.
     shutil.rmtree(http_server.root / "defaults")
@@ -215,7 +215,7 @@ def test_mirror_over_http_then_create_with_no_other_channel(
         cwd=project, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "6 conda + 20 pip packages" in proc.stdout
+    assert "6 conda + 23 pip packages" in proc.stdout
     verified = subprocess.run(
         [ENVFACTORY, "verify", str(tmp_path / "env")],
         cwd=project, capture_output=True, text=True, timeout=120,
@@ -248,7 +248,7 @@ def test_cli_mirror_of_a_project_environment(
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     url = (tmp_path / "offline").resolve().as_uri()
-    assert "mirrored 32 files" in proc.stdout  # 13 conda + 19 pip
+    assert "mirrored 35 files" in proc.stdout  # 13 conda + 22 pip
     assert f"envfactory create legacy --channel-map defaults={url}" in proc.stdout
     assert (tmp_path / "offline/noarch/pytz-2019.1-py_0.tar.bz2").is_file()
 

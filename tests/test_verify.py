@@ -42,7 +42,7 @@ def copy(env: Path, tmp_path: Path) -> Path:
 
 def test_identical(env: Path) -> None:
     report = verify_environment(env)
-    assert report.identical and report.checked == 26
+    assert report.identical and report.checked == 29
 
 
 def test_missing_extra_and_different(copy: Path) -> None:

@@ -8,12 +8,12 @@ Everything here is pure over ``LockedPackage`` records; the solver itself sits b
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from envfactory.build.render import EnvironmentSpec
-from envfactory.catalog.model import CondaPin, Platform
+from envfactory.catalog.model import CondaPin, Constraint, Platform
 from envfactory.errors import ToolError
 
 Manager = Literal["conda", "pip"]
@@ -22,6 +22,12 @@ Manager = Literal["conda", "pip"]
 CPU_BUILD = re.compile(r"(^|_)(cpu|mkl|eigen)(_|py|$)")
 TENSORFLOW_CONDA = ("tensorflow", "tensorflow-base", "tensorflow-gpu", "_tflow_select")
 CPU_WHEELS = ("tensorflow-cpu", "tensorflow-intel", "tensorflow-cpu-aws")
+# conda-forge's convention for packages built in CPU and GPU variants (pytorch, jaxlib,
+# tensorflow, onnxruntime, ...): the CPU build's string says cpu (cpu_py310h..., py310_cpu_0),
+# the GPU build's says cuda. In a GPU combo any conda package built as 'cpu' is the wrong variant.
+CPU_VARIANT = re.compile(r"(^|_)cpu(_|py|$)")
+# pip distributions that are CPU-only unless a CUDA companion is locked beside them.
+CPU_UNLESS = {"jaxlib": ("jax-cuda11-plugin", "jax-cuda12-plugin", "jax-cuda13-plugin")}
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,7 @@ def check_solution(
     packages: Sequence[LockedPackage],
     matches: Matcher,
     with_pip: bool = False,
+    requested: Collection[str] = (),
 ) -> list[Problem]:
     """Everything wrong with a solution for ``spec``; empty when it may be locked.
 
@@ -111,6 +118,10 @@ def check_solution(
     * every dependency of every conda package is satisfied by a package of the same lock.
 
     ``with_pip`` says the pip part is locked too, so a missing TensorFlow wheel is a problem.
+    ``requested`` names the pip packages asked for (the combo's and a project's): one that is
+    CPU-only unless a CUDA companion is locked (jaxlib) is refused only when asked for, not when
+    it comes in as a dependency (TF 2.12 requires jax, which brings a CPU jaxlib it never uses
+    for the GPU).
     """
     conda = [p for p in packages if p.manager == "conda"]
     by_name: dict[str, list[LockedPackage]] = {}
@@ -123,9 +134,28 @@ def check_solution(
             problems.append(
                 Problem(pkg.name, f"{pkg.version} {pkg.build} (a CPU build)", "a GPU build")
             )
+    for pkg in conda:
+        if pkg.name not in TENSORFLOW_CONDA and CPU_VARIANT.search(pkg.build):
+            problems.append(
+                Problem(pkg.name, f"{pkg.version} {pkg.build} (a CPU build)", "a GPU/CUDA build")
+            )
+    pip_names = {p.name for p in packages if p.manager == "pip"}
     for pkg in packages:
-        if pkg.manager == "pip" and pkg.name in CPU_WHEELS:
+        if pkg.manager != "pip":
+            continue
+        if pkg.name in CPU_WHEELS or pkg.version.endswith("+cpu"):
             problems.append(Problem(pkg.name, f"{pkg.version} (pip, CPU only)", "a GPU wheel"))
+        companions = CPU_UNLESS.get(pkg.name)
+        asked = pkg.name in requested
+        if companions and asked and not pip_names.intersection(companions):
+            problems.append(
+                Problem(
+                    pkg.name,
+                    f"{pkg.version} (pip, CPU only without {' or '.join(companions)})",
+                    "a GPU wheel",
+                )
+            )
+    problems += constraint_problems(spec.combo.constraints_for(spec.platform), packages)
 
     route = spec.combo.route(spec.platform).route.value
     tf_version = spec.combo.tensorflow.value
@@ -162,6 +192,31 @@ def check_solution(
 
     problems += closure_problems(conda, matches)
     return problems
+
+
+def constraint_problems(
+    constraints: Sequence[Constraint], packages: Sequence[LockedPackage]
+) -> list[Problem]:
+    """Locked packages outside a companion constraint of the combo (conda or pip side)."""
+    out = []
+    for pkg in packages:
+        for c in constraints:
+            if pkg.name in c.names() and not c.allows(pkg.version):
+                where = (
+                    f"{pkg.version} {pkg.build}".strip()
+                    if pkg.manager == "conda"
+                    else (f"{pkg.version} (pip)")
+                )
+                state = "" if c.confirmed else ", unconfirmed"
+                out.append(
+                    Problem(
+                        pkg.name,
+                        where,
+                        f"{c.package}{c.spec} (companion constraint of TF {c.tensorflow}, "
+                        f"sources: {', '.join(c.sources)}{state})",
+                    )
+                )
+    return out
 
 
 def closure_problems(conda: Sequence[LockedPackage], matches: Matcher) -> list[Problem]:

@@ -38,6 +38,7 @@ import re
 import signal
 import stat
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -284,6 +285,10 @@ def create_environment(
     locked = [p for p in lock.packages if p.platform == target_platform and p.manager == "conda"]
     wheels = [p for p in packages if p.manager == "pip"]
     check_pip_packages(wheels)
+    if any(pypi.is_sdist(p) for p in wheels):
+        # a compiled sdist is refused before anything is installed (docs/closures.md)
+        with tempfile.TemporaryDirectory(prefix="envfactory-sdists-") as tmp:
+            pypi.check_sdists(wheels, Path(tmp))
     prefix = prefix.expanduser().absolute()
     replacing = check_target(prefix, force)
     if replacing is not None:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from envfactory import __version__
 from envfactory.build.channels import ChannelMap
@@ -36,17 +36,20 @@ from envfactory.build.render import (
     render_combo,
     resolve_python,
 )
-from envfactory.catalog.model import PLATFORMS, Combo, Platform
+from envfactory.catalog.model import PLATFORMS, Combo, Constraint, Platform
 from envfactory.errors import ToolError, UserInputError
 from envfactory.fsio import RenderedFile, atomic_write_many
 from envfactory.progress import Progress
+
+if TYPE_CHECKING:
+    from envfactory.build.pypi import PipTarget
 
 SolverKind = Literal["rattler", "conda-lock"]
 SOLVERS: tuple[SolverKind, ...] = ("rattler", "conda-lock")
 
 LOCK_FILE = "conda-lock.yml"
 # Bump when the meaning of the recorded inputs changes, so older locks read as stale.
-INPUTS_FORMAT = "1"
+INPUTS_FORMAT = "2"  # 2: companion constraints recorded
 
 
 def explicit_name(platform: Platform) -> str:
@@ -108,6 +111,13 @@ class LockRequest:
     def pip_requirements(self, platform: Platform) -> list[str]:
         return [*self.spec(platform).pip_requirements(), *self.additions.pip]
 
+    def constraints(self, platform: Platform) -> tuple[Constraint, ...]:
+        """The combo's companion constraints on ``platform``, applied to both sides."""
+        return self.combo.constraints_for(platform)
+
+    def conda_constraints(self, platform: Platform) -> list[str]:
+        return [c.conda_spec for c in self.constraints(platform)]
+
     def virtual(self, platform: Platform) -> dict[str, str]:
         """The virtual packages the solve assumes: the combo's unless overridden. A GPU combo
         without ``__cuda`` is refused: its lock would silently become a CPU lock."""
@@ -164,6 +174,7 @@ class LockRequest:
             "pip": pip,
             "channels": self.channel_map.describe(self.channels(platform)),
             "virtual_packages": self.virtual(platform),
+            "constraints": [c.requirement for c in self.constraints(platform)],
             "solver": self.solver,
             "pip_index": self.pip_index if pip else None,
         }
@@ -225,7 +236,13 @@ def solve_platform(
     vpkgs = dict(virtual) if virtual is not None else request.virtual(platform)
     channels = request.channel_map.urls(request.channels(platform))
     try:
-        packages = rattler_adapter.solve(request.conda_specs(platform), channels, platform, vpkgs)
+        packages = rattler_adapter.solve(
+            request.conda_specs(platform),
+            channels,
+            platform,
+            vpkgs,
+            constraints=request.conda_constraints(platform),
+        )
     except rattler_adapter.Unsatisfiable as exc:
         raise ToolError(
             f"no solution for {request.name} on {platform}:\n{_plain(exc.explanation)}",
@@ -243,28 +260,71 @@ def _plain(explanation: str) -> str:
     return "\n".join(f"  {line.strip()}" if line.strip() else "" for line in lines).strip("\n")
 
 
-def _pip_packages(
-    request: LockRequest, platform: Platform, conda: Sequence[LockedPackage], progress: Progress
-) -> list[LockedPackage]:
-    spec = request.spec(platform)
+def _pip_target(
+    request: LockRequest, platform: Platform, conda: Sequence[LockedPackage]
+) -> PipTarget | None:
     requirements = request.pip_requirements(platform)
     if not requirements:
-        return []
-    from envfactory.build import pypi
+        return None
+    from envfactory.build.pypi import PipTarget
 
-    progress(f"{platform}: locking pip packages {', '.join(requirements)}")
-    packages = pypi.lock_requirements(
-        requirements,
+    return PipTarget(
+        requirements=tuple(requirements),
         platform=platform,
         python=request.python,
         glibc=request.virtual(platform).get("__glibc"),
-        conda_packages=conda,
+        conda_packages=tuple(conda),
+        constraints=request.constraints(platform),
         index=request.pip_index,
     )
-    problems = check_solution(spec, [*conda, *packages], _matches(), with_pip=True)
-    if problems:
-        raise refuse(request.name, platform, problems)
-    return packages
+
+
+def _requirement_name(text: str) -> str:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        return canonicalize_name(Requirement(text).name)
+    except InvalidRequirement:
+        return text
+
+
+def _pip_packages(
+    request: LockRequest,
+    conda: Mapping[Platform, Sequence[LockedPackage]],
+    progress: Progress,
+) -> dict[Platform, list[LockedPackage]]:
+    """The pip part of every platform, resolved in parallel (each resolution is a uv process),
+    then checked together with the platform's conda part."""
+    targets = {p: _pip_target(request, p, conda[p]) for p in request.platforms}
+    jobs = {p: t for p, t in targets.items() if t is not None}
+    out: dict[Platform, list[LockedPackage]] = {p: [] for p in request.platforms}
+    if not jobs:
+        return out
+    from concurrent.futures import ThreadPoolExecutor
+
+    from envfactory.build import pypi
+
+    for platform, target in jobs.items():
+        progress(f"{platform}: locking pip packages {', '.join(target.requirements)}")
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        futures = {p: pool.submit(pypi.lock_target, t) for p, t in jobs.items()}
+        results = {p: f.result() for p, f in futures.items()}
+    for platform in request.platforms:
+        if platform not in results:
+            continue
+        packages = results[platform]
+        problems = check_solution(
+            request.spec(platform),
+            [*conda[platform], *packages],
+            _matches(),
+            with_pip=True,
+            requested=[_requirement_name(r) for r in request.pip_requirements(platform)],
+        )
+        if problems:
+            raise refuse(request.name, platform, problems)
+        out[platform] = packages
+    return out
 
 
 def _rendered_inputs(request: LockRequest) -> list[RenderedFile]:
@@ -291,22 +351,28 @@ def lock_combo(
     """Solve every requested platform and write the lock files into ``directory``."""
     say = progress or (lambda _m: None)
     rendered = _rendered_inputs(request)
-    solved: dict[Platform, tuple[LockedPackage, ...]] = {}
+    conda: dict[Platform, list[LockedPackage]] = {}
     seconds: dict[Platform, float] = {}
     for platform in request.platforms:
         say(f"{platform}: solving {' '.join(request.combined_specs(platform))}")
         start = time.perf_counter()
         if request.solver == "conda-lock":
-            conda = _solve_with_conda_lock(request, platform, rendered)
-            problems = check_solution(request.spec(platform), conda, _matches())
+            conda[platform] = _solve_with_conda_lock(request, platform, rendered)
+            problems = check_solution(request.spec(platform), conda[platform], _matches())
             if problems:
                 raise refuse(request.name, platform, problems)
         else:
-            conda = solve_platform(request, platform)
-        pip = _pip_packages(request, platform, conda, say)
+            conda[platform] = solve_platform(request, platform)
         seconds[platform] = time.perf_counter() - start
-        solved[platform] = tuple(conda) + tuple(pip)
-        say(f"{platform}: {len(conda)} conda + {len(pip)} pip packages")
+    start = time.perf_counter()
+    pip = _pip_packages(request, conda, say)
+    pip_seconds = time.perf_counter() - start
+    solved: dict[Platform, tuple[LockedPackage, ...]] = {}
+    for platform in request.platforms:
+        solved[platform] = tuple(conda[platform]) + tuple(pip[platform])
+        if pip[platform]:
+            seconds[platform] += pip_seconds
+        say(f"{platform}: {len(conda[platform])} conda + {len(pip[platform])} pip packages")
 
     files = _lock_files(request, rendered, solved)
     items = [(directory / name, text) for name, text in files]

@@ -1,39 +1,54 @@
-"""The pip side of a lock: resolve a route's pip requirements to exact wheels (URL + sha256) for
+"""The pip side of a lock: resolve a route's pip requirements to exact files (URL + sha256) for
 the *target* platform and Python, not the host's, constrained by the conda packages already
-chosen; and install locked wheels into a prefix.
+chosen and the combo's companion constraints; and install locked files into a prefix.
 
-The resolver is pip itself (``pip install --dry-run --report`` with ``--platform``,
-``--python-version`` and ``--only-binary=:all:``), run as a subprocess of the interpreter that
-runs envfactory, with ``--isolated`` so the host's pip configuration (extra indexes, global
-constraints, find-links) never leaks into a lock; nothing is installed on the host. ``index`` is
-PyPI when ``None``, a local folder of wheels (``--no-index --find-links``), or an index URL.
+The resolver is uv (``uv pip compile --python-version --python-platform --format pylock.toml``),
+run as a subprocess with ``--no-config`` and without the host's ``UV_*`` settings, so the host's
+configuration (extra indexes, global constraints) never leaks into a lock. uv evaluates
+environment markers for the target Python and platform (pip's ``--python-version`` does not: a
+Python 3.7 lock made with pip lacks importlib-metadata, zipp and typing-extensions), reads wheel
+metadata with HTTP range requests instead of downloading 300 MB TensorFlow wheels, and resolves
+sdist-only requirements (termcolor 1.1.0, clang 5.0) from their metadata. docs/closures.md has
+the measurements. Of the files uv lists for each pinned version, the one a target installer
+would pick is chosen here with ``packaging.tags`` (manylinux floors checked against the target's
+glibc exactly, which uv's fixed platform list cannot express for e.g. glibc 2.27); a version
+without a fitting wheel is locked as its sdist. ``index`` is PyPI when ``None``, a local folder
+of wheels (``--no-index --find-links``), or an index URL.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
-from packaging.utils import canonicalize_name
+from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from envfactory.build.checks import LockedPackage
-from envfactory.catalog.model import Platform, os_of
+from envfactory.catalog.model import Constraint, Platform, os_of
 from envfactory.errors import ToolError
 
 PIP_TIMEOUT_S = 900
+UV_TIMEOUT_S = 900
+PYPI_SIMPLE = "https://pypi.org/simple"
 # conda packages that are not Python distributions, or that pip must never be asked about.
 _NOT_PYTHON = {"python", "pip", "setuptools", "wheel"}
+# uv's --python-platform knows these manylinux floors (x86_64); a target's glibc maps to the
+# smallest one at or above it, and the exact floor is enforced when a wheel is picked.
+_UV_MANYLINUX = (17, 28, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40)
 
 
 def platform_tags(platform: Platform, glibc: str | None) -> list[str]:
-    """pip ``--platform`` values a wheel for ``platform`` may carry."""
+    """Wheel platform tags a target may install, best first (``--platform`` values for pip)."""
     if os_of(platform) == "windows":
         return ["win_amd64"]
     major, minor = (int(x) for x in (glibc or "2.17").split(".")[:2])
@@ -41,6 +56,25 @@ def platform_tags(platform: Platform, glibc: str | None) -> list[str]:
     legacy = {17: "manylinux2014_x86_64", 12: "manylinux2010_x86_64", 5: "manylinux1_x86_64"}
     tags += [tag for floor, tag in legacy.items() if minor >= floor]
     return tags
+
+
+def uv_platform(platform: Platform, glibc: str | None) -> str:
+    """uv's ``--python-platform`` for a target: the smallest manylinux floor uv knows that is at
+    or above the target's glibc (the exact floor is checked when a wheel is picked)."""
+    if os_of(platform) == "windows":
+        return "x86_64-pc-windows-msvc"
+    minor = int((glibc or "2.17").split(".")[1])
+    floor = next((m for m in _UV_MANYLINUX if m >= minor), _UV_MANYLINUX[-1])
+    return f"x86_64-manylinux_2_{floor}"
+
+
+def target_tags(platform: Platform, python: str, glibc: str | None) -> list[Tag]:
+    """Every wheel tag the target interpreter accepts, most specific first (pip's order)."""
+    version = tuple(int(x) for x in python.split(".")[:2])
+    platforms = platform_tags(platform, glibc)
+    tags = list(cpython_tags(version, platforms=platforms))
+    tags += list(compatible_tags(version, f"cp{version[0]}{version[1]}", platforms))
+    return list(dict.fromkeys(tags))
 
 
 def site_packages(prefix: Path, platform: Platform, python: str) -> Path:
@@ -51,7 +85,7 @@ def site_packages(prefix: Path, platform: Platform, python: str) -> Path:
 
 def _index_args(index: str | None) -> list[str]:
     if index is None:
-        return []
+        return ["--index-url", PYPI_SIMPLE]
     if "://" not in index or index.startswith("file://"):
         folder = Path(unquote(urlparse(index).path)) if index.startswith("file://") else Path(index)
         return ["--no-index", "--find-links", str(folder.resolve())]
@@ -59,13 +93,15 @@ def _index_args(index: str | None) -> list[str]:
 
 
 def _target_args(platform: Platform, python: str, glibc: str | None) -> list[str]:
+    """pip's target options (``install_wheels``)."""
     args = ["--only-binary=:all:", "--implementation", "cp", "--python-version", python]
     for tag in platform_tags(platform, glibc):
         args += ["--platform", tag]
     return args
 
 
-def _constraints(conda_packages: Sequence[LockedPackage]) -> list[str]:
+def conda_constraints(conda_packages: Sequence[LockedPackage]) -> list[str]:
+    """``name==version`` for the Python packages the conda side already provides."""
     out = []
     for pkg in conda_packages:
         if pkg.manager != "conda" or pkg.name in _NOT_PYTHON or pkg.name.startswith("_"):
@@ -96,6 +132,53 @@ def _run_pip(args: list[str], what: str) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+def uv_binary() -> str:
+    from uv import find_uv_bin
+
+    return find_uv_bin()
+
+
+def _uv_environment() -> dict[str, str]:
+    """The host's environment minus uv's own settings (a lock never depends on them); the cache
+    directory is kept, it changes speed, not results."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("UV_") or k == "UV_CACHE_DIR"}
+
+
+@dataclass(frozen=True)
+class PipTarget:
+    """One pip resolution: what to resolve, for which interpreter and platform, from where."""
+
+    requirements: tuple[str, ...]
+    platform: Platform
+    python: str
+    glibc: str | None
+    conda_packages: tuple[LockedPackage, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+    index: str | None = None
+    exclude_newer: str | None = None
+
+    def describe(self) -> str:
+        return f"{' '.join(self.requirements)} for {self.platform}, python {self.python}"
+
+    def constraint_lines(self) -> list[str]:
+        lines = conda_constraints(self.conda_packages)
+        lines += [c.requirement for c in self.constraints]
+        return lines
+
+    def uv_command(self, requirements: Path, constraints: Path) -> list[str]:
+        command = [uv_binary(), "pip", "compile", str(requirements), "-c", str(constraints)]
+        command += ["--format", "pylock.toml", "--no-config", "--no-header", "--quiet"]
+        # sdists are built (for their metadata) by a Python found on the host, never one uv
+        # would download
+        command += ["--no-python-downloads"]
+        command += ["--python-version", self.python]
+        command += ["--python-platform", uv_platform(self.platform, self.glibc)]
+        command += _index_args(self.index)
+        if self.exclude_newer:
+            command += ["--exclude-newer", self.exclude_newer]
+        return command
+
+
 def lock_requirements(
     requirements: Sequence[str],
     platform: Platform,
@@ -103,59 +186,273 @@ def lock_requirements(
     glibc: str | None,
     conda_packages: Sequence[LockedPackage],
     index: str | None = None,
+    constraints: Sequence[Constraint] = (),
+    exclude_newer: str | None = None,
 ) -> list[LockedPackage]:
-    """Exact wheels for ``requirements`` and their dependencies on the target, minus whatever
+    """Exact files for ``requirements`` and their dependencies on the target, minus whatever
     the conda side already provides (numpy from conda is not pip-installed again)."""
-    conda_names = {canonicalize_name(p.name) for p in conda_packages if p.manager == "conda"}
-    with tempfile.TemporaryDirectory(prefix="envfactory-pip-") as tmp:
+    target = PipTarget(
+        tuple(requirements),
+        platform,
+        python,
+        glibc,
+        tuple(conda_packages),
+        tuple(constraints),
+        index,
+        exclude_newer,
+    )
+    return lock_target(target)
+
+
+def lock_target(target: PipTarget) -> list[LockedPackage]:
+    with tempfile.TemporaryDirectory(prefix="envfactory-uv-") as tmp:
+        requirements = Path(tmp) / "requirements.in"
+        requirements.write_text("\n".join(target.requirements) + "\n", encoding="utf-8")
         constraints = Path(tmp) / "constraints.txt"
-        constraints.write_text("\n".join(_constraints(conda_packages)) + "\n", encoding="utf-8")
-        report = Path(tmp) / "report.json"
-        args = ["install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report)]
-        args += ["--target", str(Path(tmp) / "target"), "-c", str(constraints)]
-        args += _target_args(platform, python, glibc) + _index_args(index) + list(requirements)
-        _run_pip(args, f"resolving {' '.join(requirements)} for {platform}, python {python}")
-        data = json.loads(report.read_text(encoding="utf-8"))
+        constraints.write_text("\n".join(target.constraint_lines()) + "\n", encoding="utf-8")
+        command = target.uv_command(requirements, constraints)
+        try:
+            proc = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=UV_TIMEOUT_S,
+                check=False,
+                env=_uv_environment(),
+                cwd=tmp,
+            )
+        except subprocess.TimeoutExpired:
+            raise ToolError(
+                f"uv ran longer than {UV_TIMEOUT_S} s while resolving {target.describe()}"
+            ) from None
+    if proc.returncode != 0:
+        tail = "\n".join(f"  {line}" for line in proc.stderr.strip().splitlines()[-16:])
+        raise ToolError(
+            f"no pip solution for {target.describe()}:\n{tail}",
+            "the lines above are uv's account; check the pip index (--pip-index) offers files "
+            "for the target python and platform, that the requirements agree with the conda "
+            "packages, and see 'envfactory show COMBO' for the companion constraints",
+        )
+    return packages_from_pylock(proc.stdout, target)
+
+
+def packages_from_pylock(text: str, target: PipTarget) -> list[LockedPackage]:
+    """The locked packages of uv's ``pylock.toml`` output: per package, the file the target
+    installs (best wheel by tag order, else the sdist), minus what the conda side provides."""
+    try:
+        import tomllib  # type: ignore[import-not-found,unused-ignore]
+    except ModuleNotFoundError:  # pragma: no cover - python 3.10
+        import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
+
+    doc = tomllib.loads(text)
+    conda_names = {canonicalize_name(p.name) for p in target.conda_packages if p.manager == "conda"}
+    rank = {
+        tag: i for i, tag in enumerate(target_tags(target.platform, target.python, target.glibc))
+    }
     out = []
-    for item in data.get("install", []):
-        meta = item["metadata"]
-        name = canonicalize_name(meta["name"])
+    for entry in doc.get("packages", []):
+        name = canonicalize_name(entry["name"])
         if name in conda_names:
             continue
-        info = item.get("download_info", {})
-        url = info.get("url", "")
-        hashes = info.get("archive_info", {}).get("hashes", {})
-        sha256 = hashes.get("sha256") or _hash_from(info) or _sha256_of_local(url)
-        if not sha256:
-            raise ToolError(f"pip gave no sha256 for {name} {meta['version']} ({url})")
-        requires = tuple(r for r in meta.get("requires_dist", []) if "extra ==" not in r)
+        url, sha256 = _pick_file(entry, rank, target)
         out.append(
             LockedPackage(
                 manager="pip",
                 name=name,
-                version=meta["version"],
-                platform=platform,
+                version=str(entry["version"]),
+                platform=target.platform,
                 url=url,
                 sha256=sha256,
-                depends=requires,
             )
         )
     return sorted(out, key=lambda p: p.name)
 
 
-def _hash_from(info: dict[str, object]) -> str | None:
-    archive = info.get("archive_info")
-    if isinstance(archive, dict):
-        text = archive.get("hash")
-        if isinstance(text, str) and text.startswith("sha256="):
-            return text.removeprefix("sha256=")
-    return None
+def _pick_file(
+    entry: Mapping[str, Any], rank: Mapping[Tag, int], target: PipTarget
+) -> tuple[str, str]:
+    best: tuple[int, str, str] | None = None
+    for wheel in entry.get("wheels", []):
+        url = _file_url(wheel)
+        _, _, _, tags = parse_wheel_filename(url.rsplit("/", 1)[-1])
+        fits = [rank[t] for t in tags if t in rank]
+        if fits and (best is None or min(fits) < best[0]):
+            best = (min(fits), url, _sha256(wheel, url))
+    if best is not None:
+        return best[1], best[2]
+    sdist = entry.get("sdist")
+    if isinstance(sdist, dict):
+        url = _file_url(sdist)
+        return url, _sha256(sdist, url)
+    raise ToolError(
+        f"{entry['name']} {entry['version']} has no file for {target.platform}, "
+        f"python {target.python}"
+        + (f", glibc {target.glibc}" if os_of(target.platform) == "linux" else ""),
+        "its wheels need a newer glibc than the combo assumes, or another Python; see the "
+        "route's glibc in 'envfactory show COMBO'",
+    )
+
+
+def _file_url(item: Mapping[str, Any]) -> str:
+    if "url" in item:
+        return str(item["url"])
+    path = Path(str(item["path"]))
+    return path.resolve().as_uri()
+
+
+def _sha256(item: Mapping[str, Any], url: str) -> str:
+    hashes = item.get("hashes") or {}
+    sha = hashes.get("sha256") if isinstance(hashes, dict) else None
+    sha = sha or _sha256_of_local(url)
+    if not sha:
+        raise ToolError(f"the index gave no sha256 for {url}")
+    return str(sha)
 
 
 def _sha256_of_local(url: str) -> str | None:
     if not url.startswith("file://"):
         return None
     return hashlib.sha256(Path(unquote(urlparse(url).path)).read_bytes()).hexdigest()
+
+
+SDIST_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".zip")
+# Source files that need a compiler: an sdist holding any of them is not built at create time.
+COMPILED_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".pyx", ".f", ".f90", ".cu", ".rs", ".go")
+
+
+def is_sdist(pkg: LockedPackage) -> bool:
+    return pkg.manager == "pip" and pkg.filename.endswith(SDIST_SUFFIXES)
+
+
+def compiled_sources(archive: Path) -> list[str]:
+    """The member names of an sdist that need a compiler (tests and docs folders ignored)."""
+    import tarfile
+    import zipfile
+
+    if archive.name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as zf:
+            names = zf.namelist()
+    else:
+        with tarfile.open(archive) as tf:
+            names = tf.getnames()
+    skip = ("/tests/", "/test/", "/docs/", "/doc/", "/examples/", "/benchmarks/")
+    return sorted(
+        n for n in names if n.lower().endswith(COMPILED_SUFFIXES) and not any(s in n for s in skip)
+    )
+
+
+def fetch_verified(pkg: LockedPackage, folder: Path) -> Path:
+    """Download (or copy) a locked file into ``folder`` and check its sha256 against the lock."""
+    import shutil
+
+    target = folder / pkg.filename
+    if pkg.url.startswith("file://"):
+        shutil.copyfile(Path(unquote(urlparse(pkg.url).path)), target)
+    else:
+        import requests
+
+        try:
+            with requests.get(pkg.url, stream=True, timeout=120) as response:
+                response.raise_for_status()
+                with target.open("wb") as out:
+                    for chunk in response.iter_content(1 << 20):
+                        out.write(chunk)
+        except requests.RequestException as exc:
+            raise ToolError(f"cannot download {pkg.url}: {exc}") from None
+    digest = hashlib.sha256(target.read_bytes()).hexdigest()
+    if digest != pkg.sha256:
+        raise ToolError(
+            f"{pkg.filename}: sha256 {digest} differs from the lock's {pkg.sha256}",
+            "the file changed since the lock was made; lock again, or check the mirror",
+        )
+    return target
+
+
+def check_sdists(packages: Sequence[LockedPackage], folder: Path) -> dict[str, Path]:
+    """Fetch every locked sdist into ``folder`` (hash checked) and refuse, before anything is
+    installed, one that needs a compiler: a pure-Python sdist is built at create time, a
+    compiled one would need the target's toolchain and headers. Returns name -> archive."""
+    out: dict[str, Path] = {}
+    refused: list[str] = []
+    for pkg in packages:
+        if not is_sdist(pkg):
+            continue
+        archive = fetch_verified(pkg, folder)
+        compiled = compiled_sources(archive)
+        if compiled:
+            shown = ", ".join(c.split("/", 1)[-1] for c in compiled[:3])
+            more = f" and {len(compiled) - 3} more" if len(compiled) > 3 else ""
+            refused.append(f"{pkg.name} {pkg.version} ({pkg.filename}: {shown}{more})")
+        out[pkg.name] = archive
+    if refused:
+        raise ToolError(
+            "the lock holds sdists that need a compiler, which create does not run: "
+            + "; ".join(refused),
+            "build a wheel of it for the target yourself and pass the folder with --wheel-dir, "
+            "or lock with a python for which the index has a wheel (see 'envfactory show COMBO')",
+        )
+    return out
+
+
+def _interpreter(prefix: Path, platform: Platform) -> Path | None:
+    """The environment's own Python, when it runs on this machine."""
+    exe = prefix / ("python.exe" if os_of(platform) == "windows" else "bin/python")
+    if not exe.is_file():
+        return None
+    try:
+        probe = subprocess.run(
+            [str(exe), "-c", "import sys; print(sys.version_info[0])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except OSError:
+        return None
+    return exe if probe.returncode == 0 and probe.stdout.strip() == "3" else None
+
+
+def build_sdists(
+    archives: Mapping[str, Path], prefix: Path, platform: Platform, python: str, out: Path
+) -> list[Path]:
+    """Build pure-Python sdists into wheels with the environment's own Python (``uv build
+    --wheel``, the build backend fetched into an isolated build environment); where that Python
+    cannot run here (another platform's prefix), with a Python ``python`` uv finds on this
+    machine, else the interpreter running envfactory: a pure-Python wheel is the same either
+    way."""
+    if not archives:
+        return []
+    interpreter = _interpreter(prefix, platform)
+    chosen = str(interpreter) if interpreter else python
+    wheels: list[Path] = []
+    for name, archive in sorted(archives.items()):
+        command = [uv_binary(), "build", "--wheel", "--no-config", "--out-dir", str(out)]
+        command += ["--python", chosen, str(archive)]
+        proc = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=UV_TIMEOUT_S,
+            check=False,
+            env=_uv_environment(),
+        )
+        if proc.returncode != 0 and interpreter is None and chosen != sys.executable:
+            command[command.index("--python") + 1] = sys.executable
+            proc = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=UV_TIMEOUT_S,
+                check=False,
+                env=_uv_environment(),
+            )
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-12:])
+            raise ToolError(f"building {name} from {archive.name} failed:\n{tail}")
+        built = sorted(out.glob(f"{canonicalize_name(name).replace('-', '_')}-*.whl"))
+        built = built or sorted(out.glob("*.whl"))
+        wheels.append(built[-1])
+    return wheels
 
 
 def install_wheels(
@@ -165,17 +462,27 @@ def install_wheels(
     python: str,
     glibc: str | None,
 ) -> None:
-    """Install exactly the locked wheels into the prefix's site-packages, checking each sha256
-    (pip ``--require-hashes``), for the target platform and Python, without dependencies."""
-    wheels = [p for p in packages if p.manager == "pip"]
-    if not wheels:
+    """Install exactly the locked files into the prefix's site-packages, for the target platform
+    and Python, without dependencies: wheels with pip ``--require-hashes``; sdists (pure Python
+    only, see ``check_sdists``) hash-checked, built into wheels with the environment's own
+    Python, then installed."""
+    files = [p for p in packages if p.manager == "pip"]
+    if not files:
         return
     target = site_packages(prefix, platform, python)
+    wheels = [p for p in files if not is_sdist(p)]
     with tempfile.TemporaryDirectory(prefix="envfactory-pip-") as tmp:
-        reqs = Path(tmp) / "requirements.txt"
-        lines = [f"{p.name} @ {p.url} --hash=sha256:{p.sha256}" for p in wheels]
-        reqs.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        args = ["install", "--no-deps", "--require-hashes", "--no-compile", "--quiet"]
-        args += ["--target", str(target), "-r", str(reqs), "--no-index"]
-        args += _target_args(platform, python, glibc)
-        _run_pip(args, f"installing {len(wheels)} locked wheels into {prefix}")
+        archives = check_sdists(files, Path(tmp))
+        built = build_sdists(archives, prefix, platform, python, Path(tmp) / "built")
+        if wheels:
+            reqs = Path(tmp) / "requirements.txt"
+            lines = [f"{p.name} @ {p.url} --hash=sha256:{p.sha256}" for p in wheels]
+            reqs.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            args = ["install", "--no-deps", "--require-hashes", "--no-compile", "--quiet"]
+            args += ["--target", str(target), "-r", str(reqs), "--no-index"]
+            args += _target_args(platform, python, glibc)
+            _run_pip(args, f"installing {len(wheels)} locked wheels into {prefix}")
+        if built:
+            args = ["install", "--no-deps", "--no-compile", "--quiet", "--no-index"]
+            args += ["--target", str(target), *(str(w) for w in built)]
+            _run_pip(args, f"installing {len(built)} wheels built from locked sdists")

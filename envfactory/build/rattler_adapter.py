@@ -75,10 +75,13 @@ def solve(
     channels: Sequence[str],
     platform: Platform,
     virtual_packages: Mapping[str, str],
+    constraints: Sequence[str] = (),
 ) -> list[LockedPackage]:
     """Solve ``specs`` for ``platform`` against ``channels`` (URLs), with exactly the given
-    virtual packages (never the host's). Raises ``Unsatisfiable`` with the solver's text."""
+    virtual packages (never the host's). ``constraints`` bound packages without requiring them
+    (the combo's companion constraints). Raises ``Unsatisfiable`` with the solver's text."""
     parsed = [match_spec(s) for s in specs]
+    bounds = [match_spec(s) for s in constraints]
 
     async def run() -> list[RepoDataRecord]:
         return await rattler.solve(
@@ -87,6 +90,7 @@ def solve(
             gateway=rattler.Gateway(),
             platforms=[platform, "noarch"],
             virtual_packages=_virtual(virtual_packages),
+            constraints=bounds or None,
         )
 
     try:

@@ -14,6 +14,7 @@ from envfactory.catalog.model import (
     ROUTE_TITLES,
     Combo,
     CondaPin,
+    Constraint,
     PipPin,
     Platform,
     os_of,
@@ -159,6 +160,12 @@ def _pin_comment(pin: CondaPin | PipPin) -> str | None:
     return "UNCONFIRMED" + (f": {pin.note}" if pin.note else "")
 
 
+def _constraint_comment(c: Constraint) -> str:
+    # No square brackets: conda-lock reads '# [...]' after a dependency as a platform selector.
+    state = "; UNCONFIRMED" if not c.confirmed else ""
+    return f"companion constraint, sources: {', '.join(c.sources)}{state}"
+
+
 def _environment_context(
     specs: Sequence[EnvironmentSpec], additions: Additions, regenerate: str | None
 ) -> dict[str, object]:
@@ -181,14 +188,25 @@ def _environment_context(
     dependencies += [{"spec": spec, "comment": ADDED_NOTE} for spec in additions.conda]
     pip = [{"spec": p.requirement, "comment": _pin_comment(p)} for p in first.pip]
     pip += [{"spec": requirement, "comment": ADDED_NOTE} for requirement in additions.pip]
+    constraints = first.combo.constraints_for(first.platform)
+    constraint_notes: list[str] = []
     if pip:
+        # pip honours a bound listed beside TensorFlow, and every constrained package is one
+        # TensorFlow requires, so the bound installs nothing extra.
+        pip += [{"spec": c.requirement, "comment": _constraint_comment(c)} for c in constraints]
         dependencies.append({"spec": "pip", "comment": None})
+    else:
+        # A conda environment file cannot bound a package without installing it; the lock
+        # applies these as solver constraints.
+        constraint_notes = [f"{c.conda_spec}  ({_constraint_comment(c)})" for c in constraints]
     return {
         "header": header,
         "name": additions.environment or first.combo.name,
         "channels": list(dict.fromkeys([*first.channels, *additions.channels])),
         "dependencies": dependencies,
         "pip": pip,
+        "constraint_notes": constraint_notes,
+        "name_for_show": first.combo.name,
         "platforms": platforms,
     }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, cast, get_args
@@ -22,6 +23,7 @@ from envfactory.catalog.model import (
     Catalog,
     Combo,
     CondaPin,
+    Constraint,
     DriverThreshold,
     Fact,
     GpuTargets,
@@ -53,8 +55,66 @@ class _Loader:
         self._load_sources()
         toolkits = self._load_toolkits()
         targets = self._load_targets()
+        constraints = self._load_constraints()
         combos = self._load_combos(toolkits, targets)
-        return Catalog(combos=combos, sources=self.sources, toolkits=toolkits, targets=targets)
+        combos = {
+            name: replace(
+                combo,
+                constraints=tuple(c for c in constraints if c.applies_to(combo.tensorflow.value)),
+            )
+            for name, combo in combos.items()
+        }
+        return Catalog(
+            combos=combos,
+            sources=self.sources,
+            toolkits=toolkits,
+            targets=targets,
+            constraints=constraints,
+        )
+
+    def _load_constraints(self) -> tuple[Constraint, ...]:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        label = f"{self.directory}/constraints.yaml"
+        r = YamlReader(label)
+        doc = r.mapping(
+            load_yaml(label, self.texts["constraints.yaml"]), "constraints.yaml", {"constraints"}
+        )
+        out = []
+        for node in r.sequence(doc, "constraints", "constraints.yaml"):
+            m = r.mapping(
+                node,
+                "constraint",
+                {"package", "spec", "tensorflow", "sources", "confirmed"},
+                {"note", "conda_name", "not_channels"},
+            )
+            package = r.string(m, "package", "constraint")
+            what = f"constraint on {package}"
+            for key in ("spec", "tensorflow"):
+                text = r.string(m, key, what)
+                try:
+                    SpecifierSet(text)
+                except InvalidSpecifier:
+                    raise r.fail(
+                        m,
+                        f"{key} '{text}' of the {what} is not a version specifier",
+                        "write e.g. '<3.20' or '>=1.13,<2.4'",
+                    ) from None
+            out.append(
+                Constraint(
+                    package=package,
+                    spec=r.string(m, "spec", what),
+                    tensorflow=r.string(m, "tensorflow", what),
+                    sources=self._source_ids(r, m, what),
+                    confirmed=r.boolean(m, "confirmed", what),
+                    note=r.opt_string(m, "note", what),
+                    conda_name=r.opt_string(m, "conda_name", what),
+                    not_channels=(
+                        r.strings(m, "not_channels", what) if "not_channels" in m else ()
+                    ),
+                )
+            )
+        return tuple(out)
 
     def _doc(self, name: str, top: str) -> tuple[YamlReader, CommentedMap]:
         label = f"{self.directory}/{name}"
@@ -251,7 +311,11 @@ class _Loader:
             pip=self._pip_pins(r, r.sequence(m, "pip", what), what) if "pip" in m else (),
             min_driver=Fact(driver, toolkit.sources, toolkit.confirmed, driver_note),
             driver_threshold=threshold_t,
-            glibc=r.opt_string(m, "glibc", what),
+            glibc=(
+                self._fact(r, m, "glibc", what).value
+                if isinstance(m.get("glibc"), CommentedMap)
+                else r.opt_string(m, "glibc", what)
+            ),
             targets=route_targets,
         )
 
@@ -346,7 +410,13 @@ class _Loader:
         return out
 
 
-DATA_FILES = ("sources.yaml", "toolkits.yaml", "gpu-targets.yaml", "combos.yaml")
+DATA_FILES = (
+    "sources.yaml",
+    "toolkits.yaml",
+    "gpu-targets.yaml",
+    "combos.yaml",
+    "constraints.yaml",
+)
 
 
 def load_catalog_from(directory: Path) -> Catalog:

@@ -100,6 +100,62 @@ class PipPin:
 
 
 @dataclass(frozen=True)
+class Constraint:
+    """A companion constraint: a bound on a transitive package that decides whether a TensorFlow
+    line imports and works (protobuf, h5py, numpy, ...), applied on the conda and the pip side
+    alike to every combo whose TensorFlow version ``tensorflow`` selects."""
+
+    package: str
+    spec: str
+    tensorflow: str
+    sources: tuple[str, ...]
+    confirmed: bool
+    note: str | None = None
+    conda_name: str | None = None
+    not_channels: tuple[str, ...] = ()
+
+    @property
+    def requirement(self) -> str:
+        """The PEP 440 form, ``protobuf<3.20`` (pip/uv constraint files)."""
+        return f"{self.package}{self.spec}"
+
+    @property
+    def conda_spec(self) -> str:
+        """The conda match-spec form, ``protobuf <3.20``."""
+        return f"{self.conda_name or self.package} {self.spec}"
+
+    def names(self) -> frozenset[str]:
+        """The package's names: its PyPI name and, where different, its conda name."""
+        return frozenset({self.package, self.conda_name or self.package})
+
+    def applies_to_route(self, route: PlatformRoute) -> bool:
+        """Whether the bound holds for a route: a conda route whose TensorFlow is built by a
+        channel in ``not_channels`` (conda-forge builds TF from source against its own
+        protobuf) is exempt."""
+        return route.route.value != "conda" or not set(route.channels) & set(self.not_channels)
+
+    def applies_to(self, tensorflow: str) -> bool:
+        from packaging.specifiers import SpecifierSet
+
+        return SpecifierSet(self.tensorflow).contains(tensorflow, prereleases=True)
+
+    def allows(self, version: str) -> bool:
+        """Whether ``version`` (a pip or conda version) is inside the bound; a version that is
+        not PEP 440 is compared by its release numbers."""
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            parsed = Version(version)
+        except InvalidVersion:
+            numbers = re.match(r"\d+(\.\d+)*", version)
+            if numbers is None:
+                return False
+            parsed = Version(numbers.group(0))
+        return SpecifierSet(self.spec).contains(parsed, prereleases=True)
+
+
+@dataclass(frozen=True)
 class PlatformRoute:
     """How a combo is installed on one platform."""
 
@@ -176,6 +232,12 @@ class Combo:
     tf_cpp_min_log_level: int
     deviation: str | None
     notes: tuple[str, ...] = field(default=())
+    constraints: tuple[Constraint, ...] = field(default=())
+
+    def constraints_for(self, platform: Platform) -> tuple[Constraint, ...]:
+        """The companion constraints that hold on ``platform``'s route."""
+        route = self.route(platform)
+        return tuple(c for c in self.constraints if c.applies_to_route(route))
 
     @property
     def python_allowed(self) -> tuple[str, ...]:
@@ -206,6 +268,7 @@ class Catalog:
     sources: Mapping[str, Source]
     toolkits: Mapping[str, Toolkit]
     targets: Mapping[str, GpuTargets]
+    constraints: tuple[Constraint, ...] = ()
 
     def combo(self, name: str) -> Combo:
         try:

@@ -98,6 +98,23 @@ def describe(catalog: Catalog, combo: Combo) -> dict[str, Any]:
         }
     cite(combo.targets.sources)
     cite(combo.toolkit.sources)
+    constraints = []
+    for c in combo.constraints:
+        cite(c.sources)
+        view: dict[str, Any] = {
+            "package": c.package,
+            "spec": c.spec,
+            "requirement": c.requirement,
+            "conda_spec": c.conda_spec,
+            "tensorflow": c.tensorflow,
+            "confirmed": c.confirmed,
+            "sources": list(c.sources),
+        }
+        if c.not_channels:
+            view["not_for_conda_builds_of"] = list(c.not_channels)
+        if c.note:
+            view["note"] = c.note
+        constraints.append(view)
     toolkit = combo.toolkit
     min_driver = {os_of(p): r.min_driver.value for p, r in combo.platforms.items()}
     return {
@@ -115,6 +132,7 @@ def describe(catalog: Catalog, combo: Combo) -> dict[str, Any]:
         "deviation": combo.deviation,
         "tf_cpp_min_log_level": combo.tf_cpp_min_log_level,
         "platforms": platforms,
+        "constraints": constraints,
         "uncovered": uncovered,
         "min_driver": min_driver,
         "sass": list(combo.targets.sass),

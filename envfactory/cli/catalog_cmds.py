@@ -132,6 +132,10 @@ def _print_show(doc: dict[str, Any]) -> None:
         }
         for other, pins in others.items():
             out.print(f"  pins (python {other}): {' '.join(pins)}")
+    if doc["constraints"]:
+        out.print("\ncompanion constraints (conda and pip side; see docs/closures.md)")
+        for c in doc["constraints"]:
+            out.print(f"  {c['requirement']}{_mark(c)}")
     for platform, gap in doc["uncovered"].items():
         alt = f"; use {gap['alternative']}" if gap["alternative"] else ""
         out.print(f"\n{platform}: not covered: {gap['reason']}{alt}")

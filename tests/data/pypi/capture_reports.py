@@ -2,84 +2,158 @@
 
     .venv/bin/python tests/data/pypi/capture_reports.py
 
-For each target it asks pip (``--isolated``, so pypi.org) to resolve the combo's pip requirement
-for the target platform and Python, constrained by what the combo's conda side provides (numpy,
-setuptools, ...), and keeps, per wheel: name, version, file name, URL, the real wheel's sha256
-(captures made before that field was added lack it), requires_python and requires_dist, exactly
-as pip reported them.
+For each target it asks uv, through envfactory's own pip adapter (``lock_target``), to resolve
+the combo's pip requirement against pypi.org for the target platform and Python, with the combo's
+companion constraints and what the combo's conda side provides (numpy, setuptools, ...) added as
+requirements so their files are captured too. For every locked file it keeps: name, version, file
+name, URL, sha256 (as the index lists them) and, read from the real file's metadata (PEP 658
+``.metadata`` where the index serves it, else the wheel's ``*.dist-info/METADATA`` through HTTP
+range requests, else an sdist's ``PKG-INFO``), Requires-Python and Requires-Dist.
 Name targets to re-capture only those (``capture_reports.py tf23-cuda101-win-64``); the default is
 all of them.
 """
 
 from __future__ import annotations
 
+import io
 import json
-import subprocess
 import sys
-import tempfile
+import tarfile
+import zipfile
+from email.parser import Parser
 from pathlib import Path
 
-from envfactory.build.pypi import platform_tags
+import requests
+
+from envfactory.build.pypi import PipTarget, lock_target
+from envfactory.catalog.loader import load_catalog
 
 HERE = Path(__file__).parent
+# key: (combo, requirement, platform, python, what the conda side provides)
 TARGETS = {
-    "tf114-cuda100-linux-64": ("tensorflow-gpu==1.14.0", "linux-64", "3.7", "numpy==1.16.4"),
-    "tf114-cuda100-win-64": ("tensorflow-gpu==1.14.0", "win-64", "3.7", "numpy==1.16.4"),
+    "tf114-cuda100-linux-64": (
+        "tf114-cuda100",
+        "tensorflow-gpu==1.14.0",
+        "linux-64",
+        "3.7",
+        ("numpy==1.16.4",),
+    ),
+    "tf114-cuda100-win-64": (
+        "tf114-cuda100",
+        "tensorflow-gpu==1.14.0",
+        "win-64",
+        "3.7",
+        ("numpy==1.16.4",),
+    ),
     # tf23-cuda101 has no conda numpy (pip resolves numpy too); its conda side brings pip with
     # the test channel's conda-forge setuptools 65.5.1 and wheel 0.38.4 (the pangeo records).
     "tf23-cuda101-win-64": (
+        "tf23-cuda101",
         "tensorflow==2.3.0",
         "win-64",
         "3.8",
-        "setuptools==65.5.1\nwheel==0.38.4",
+        ("setuptools==65.5.1", "wheel==0.38.4"),
     ),
 }
 
+_session = requests.Session()
 
-def capture(
-    requirement: str, platform: str, python: str, constraint: str
-) -> list[dict[str, object]]:
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "c.txt").write_text(constraint + "\n")
-        args = [sys.executable, "-m", "pip", "--isolated", "install", "--dry-run", "--quiet"]
-        args += ["--ignore-installed", "--report", f"{tmp}/r.json", "--target", f"{tmp}/t"]
-        args += ["-c", f"{tmp}/c.txt", "--only-binary=:all:", "--implementation", "cp"]
-        args += ["--python-version", python]
-        for tag in platform_tags(platform, "2.17"):  # type: ignore[arg-type]
-            args += ["--platform", tag]
-        subprocess.run([*args, requirement], check=True)
-        report = json.loads((Path(tmp) / "r.json").read_text())
-    out = []
-    for item in report["install"]:
-        meta = item["metadata"]
-        out.append(
+
+class _RangeFile(io.RawIOBase):
+    """A remote file read with HTTP range requests, enough for ``zipfile``."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        head = _session.head(url, allow_redirects=True, timeout=60)
+        self.size = int(head.headers["content-length"])
+        self.pos = 0
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self.pos, 2: self.size}[whence]
+        self.pos = base + offset
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        n = min(len(buffer), self.size - self.pos)
+        if n <= 0:
+            return 0
+        end = self.pos + max(n, 1 << 16) - 1
+        data = _session.get(self.url, headers={"Range": f"bytes={self.pos}-{end}"}, timeout=60)
+        chunk = data.content[:n]
+        buffer[: len(chunk)] = chunk
+        self.pos += len(chunk)
+        return len(chunk)
+
+
+def metadata_text(url: str) -> str:
+    if url.endswith(".whl"):
+        direct = _session.get(url + ".metadata", timeout=60)
+        if direct.ok:
+            return direct.text
+        with zipfile.ZipFile(io.BufferedReader(_RangeFile(url), 1 << 16)) as wheel:
+            name = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+            return wheel.read(name).decode("utf-8")
+    body = _session.get(url, timeout=60).content
+    if url.endswith(".zip"):
+        with zipfile.ZipFile(io.BytesIO(body)) as archive:
+            name = min((n for n in archive.namelist() if n.endswith("PKG-INFO")), key=len)
+            return archive.read(name).decode("utf-8")
+    with tarfile.open(fileobj=io.BytesIO(body)) as archive:
+        member = min(
+            (m for m in archive.getmembers() if m.name.endswith("PKG-INFO")),
+            key=lambda m: len(m.name),
+        )
+        handle = archive.extractfile(member)
+        assert handle is not None
+        return handle.read().decode("utf-8")
+
+
+def capture(key: str) -> dict[str, object]:
+    combo_name, requirement, platform, python, provided = TARGETS[key]
+    combo = load_catalog().combo(combo_name)
+    target = PipTarget(
+        requirements=(requirement, *provided),
+        platform=platform,  # type: ignore[arg-type]
+        python=python,
+        glibc="2.17" if platform == "linux-64" else None,
+        constraints=combo.constraints,
+    )
+    files = []
+    for pkg in lock_target(target):
+        meta = Parser().parsestr(metadata_text(pkg.url))
+        files.append(
             {
-                "name": meta["name"],
-                "version": meta["version"],
-                "filename": item["download_info"]["url"].rsplit("/", 1)[-1],
-                "url": item["download_info"]["url"],
-                "sha256": item["download_info"]
-                .get("archive_info", {})
-                .get("hashes", {})
-                .get("sha256"),
-                "requires_python": meta.get("requires_python"),
-                "requires_dist": meta.get("requires_dist", []),
+                "name": meta["Name"],
+                "version": pkg.version,
+                "filename": pkg.filename,
+                "url": pkg.url,
+                "sha256": pkg.sha256,
+                "requires_python": meta.get("Requires-Python"),
+                "requires_dist": meta.get_all("Requires-Dist") or [],
             }
         )
-    return sorted(out, key=lambda d: str(d["name"]).lower())
+    return {
+        "requirement": requirement,
+        "platform": platform,
+        "python": python,
+        "constraint": "\n".join(provided),
+        "companion_constraints": [c.requirement for c in combo.constraints],
+        "wheels": sorted(files, key=lambda d: str(d["name"]).lower()),
+    }
 
 
 def main(keys: list[str]) -> None:
     for key in keys or list(TARGETS):
-        req, platform, python, constraint = TARGETS[key]
-        data = {
-            "requirement": req,
-            "platform": platform,
-            "python": python,
-            "constraint": constraint,
-            "wheels": capture(req, platform, python, constraint),
-        }
-        (HERE / f"{key}.json").write_text(json.dumps(data, indent=1) + "\n")
+        (HERE / f"{key}.json").write_text(json.dumps(capture(key), indent=1) + "\n")
 
 
 if __name__ == "__main__":
