@@ -58,11 +58,15 @@ EXPECTED: dict[str, dict[str, set[str]]] = {
         "linux-64": {"pytorch-cpu-build-with-cuda"}
     },
     "tf2.11.1-pytorch2.0.0-cuda11.8-linux64-explicit--aws-sagemaker-distribution.txt": {
-        "linux-64": set()
+        # SOURCES.md calls it consistent; the catalog's confirmed companion constraint
+        # wrapt<1.15 for TF 2.7-2.12 (data/constraints.yaml, tf-issue-59869) flags wrapt 1.15.0
+        "linux-64": {"companion-outside-constraint"}
     },
     "tf2.17.0-cuda12.5-linux64-explicit--aws-sagemaker-distribution.txt": {"linux-64": set()},
     "tf2.6.0-cuda11.1-pytorchcpu-linux64-explicit--hududed-generate-raman.txt": {
-        "linux-64": {"pytorch-cpu-build-with-cuda"}  # pytorch py3.7_cpu_0 + pytorch-mutex cpu
+        # pytorch py3.7_cpu_0 + pytorch-mutex cpu (SOURCES.md); tensorboard 2.11.2 under TF 2.6,
+        # outside the catalog's confirmed constraint tensorboard<2.7 for TF 2.6
+        "linux-64": {"pytorch-cpu-build-with-cuda", "companion-outside-constraint"}
     },
 }
 
@@ -209,6 +213,27 @@ def test_conda_list_export_with_pip_packages(tmp_path: Path) -> None:
     ids = {f.id for f in report.findings}
     # TF 2.1 wheels were built for CUDA 10.1; estimator 2.4 is not TF 2.1's
     assert {"cuda-mismatch", "tf-family-skew"} <= ids
+
+
+def test_companion_constraints_of_the_catalog(tmp_path: Path) -> None:
+    catalog = load_catalog()
+    assert any(c.package == "gast" for c in catalog.constraints)
+    text = "tensorflow-gpu==1.14.0\nprotobuf==4.21.0\ngast==0.3.3\nnumpy==1.16.4\nh5py==2.10.0\n"
+    path = tmp_path / "freeze.txt"
+    path.write_text(text)
+    [report] = audit_path(catalog, path)
+    outside = [f for f in report.findings if f.id == "companion-outside-constraint"]
+    assert {f.message.split(" is ")[0] for f in outside} == {"protobuf 4.21.0", "gast 0.3.3"}
+    assert all(f.severity == "problem" and f.cause for f in outside)  # both bounds confirmed
+    # conda-forge builds TF against its own protobuf: the protobuf bound is exempt there
+    conda_forge = (
+        "@EXPLICIT\n"
+        "https://conda.anaconda.org/conda-forge/linux-64/tensorflow-base-2.6.0-cuda112py39h1_0.tar.bz2\n"
+        "https://conda.anaconda.org/conda-forge/linux-64/protobuf-3.20.3-py39h2_0.tar.bz2\n"
+    )
+    assert "companion-outside-constraint" not in _audit(tmp_path, "cf.txt", conda_forge)
+    defaults = conda_forge.replace("conda.anaconda.org/conda-forge", "repo.anaconda.com/pkgs/main")
+    assert "companion-outside-constraint" in _audit(tmp_path, "main.txt", defaults)
 
 
 def test_pip_freeze_and_keras_out_of_step(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
@@ -554,30 +554,27 @@ def _skew(name: str, version: str, tf: str, why: str, want: str | None = None) -
 
 
 def _check_companions(inv: Inventory, tf: str, catalog: Catalog) -> list[Finding]:
+    """The catalog's companion constraints of this TF line (data/constraints.yaml); a
+    constraint whose ``not_channels`` names the channel of a conda TensorFlow build does not
+    apply (conda-forge builds TF against its own protobuf and pins it in the record)."""
     findings: list[Finding] = []
     base = inv.conda("tensorflow-base") or inv.conda("tensorflow")
-    if base and base.channel == "conda-forge" and not inv.pip("tensorflow"):
-        # conda-forge builds TensorFlow against its own numpy/protobuf and pins them in the
-        # record (run_exports): the solver already kept them in step.
-        return findings
-    # Catalog.constraints: the companion constraints of each TF line (data/constraints.yaml).
-    constraints: Sequence[Any] = getattr(catalog, "constraints", ())
-    for c in constraints:
-        if not c.applies_to(tf):
+    tf_channel = base.channel if base and not inv.pip("tensorflow") else None
+    for c in catalog.constraints:
+        if not c.applies_to(tf) or (tf_channel and tf_channel in c.not_channels):
             continue
         for name in sorted(c.names()):
             pkg = inv.any(name) or inv.any(_canonical(name))
             if pkg is None or not pkg.version or c.allows(pkg.version):
                 continue
-            confirmed = bool(c.confirmed)
             findings.append(
                 Finding(
                     "companion-outside-constraint",
-                    "problem" if confirmed else "warning",
+                    "problem" if c.confirmed else "warning",
                     f"{pkg.name} {pkg.version} is outside the companion constraint "
                     f"{c.package}{c.spec} of TensorFlow {tf}"
-                    + ("" if confirmed else " (an unconfirmed bound)"),
-                    str(c.note or f"TF {_minor(tf)} does not work with this {c.package}"),
+                    + ("" if c.confirmed else " (an unconfirmed bound)"),
+                    c.note or f"TF {_minor(tf)} does not work with this {c.package}",
                     f"install {c.package}{c.spec}; 'envfactory show COMBO' lists every constraint",
                 )
             )
