@@ -168,3 +168,33 @@ def test_the_yaml_filter_never_writes_a_line_break_or_mapping_bare(text: str) ->
     written = yaml_str(text)
     assert "\n" not in written
     assert YAML(typ="safe").load(f"key: {written}\n") == {"key": text}
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ('defaults = "http://mirror/main\\n--x"', "contains U+000A"),
+        ('defaults = "http://mirror/a b"', "contains U+0020"),
+        ('defaults = "ftp://mirror/main"', "not an http(s):// or file:// URL"),
+        ('"de faults" = "http://mirror/main"', "neither a channel name nor"),
+    ],
+)
+def test_a_hostile_channel_map_in_envfactory_toml_is_refused(
+    tmp_path: Path, entry: str, expected: str
+) -> None:
+    from envfactory.build.channels import load_channel_map
+
+    path = tmp_path / "envfactory.toml"
+    path.write_text(f"[channels]\n{entry}\n", encoding="utf-8")
+    with pytest.raises(UserInputError) as info:
+        load_channel_map(config=path, environ={})
+    assert expected in info.value.message and str(path) in info.value.message
+
+
+def test_a_local_directory_with_spaces_is_still_a_channel(tmp_path: Path) -> None:
+    from envfactory.build.channels import load_channel_map
+
+    path = tmp_path / "envfactory.toml"
+    path.write_text('[channels]\ndefaults = "my mirror/main"\n', encoding="utf-8")
+    url = load_channel_map(config=path, environ={}).url("defaults")
+    assert url == (tmp_path / "my mirror" / "main").as_uri() and " " not in url

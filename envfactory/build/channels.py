@@ -67,8 +67,20 @@ def parse_pairs(pairs: Iterable[str], where: str) -> dict[str, str]:
         name, sep, location = pair.strip().partition("=")
         if not sep or not name.strip() or not location.strip():
             raise UserInputError(f"bad channel map entry '{pair}' in {where}", SYNTAX_HINT)
-        out[name.strip()] = normalize_url(location.strip())
+        out[name.strip()] = _checked(name.strip(), normalize_url(location.strip()), where)
     return out
+
+
+def _checked(name: str, url: str, where: str) -> str:
+    """A channel map entry comes from a file a pull request can change (envfactory.toml): the
+    name and URL are held to what a lock may record (``untrusted.channel_problem``)."""
+    from envfactory import untrusted
+
+    problem = untrusted.channel_problem(name) or untrusted.channel_problem(url)
+    if problem:
+        raise UserInputError(f"bad channel map entry {name!r} = {url!r} in {where}: {problem}",
+                             SYNTAX_HINT)  # fmt: skip
+    return url
 
 
 def _from_config(path: Path) -> dict[str, str]:
@@ -90,7 +102,10 @@ def _from_config(path: Path) -> dict[str, str]:
             'e.g. [channels]\\ndefaults = "file:///srv/mirror/main"',
         )
     base = path.parent
-    return {str(k): normalize_url(v if "://" in v else str(base / v)) for k, v in table.items()}
+    return {
+        str(k): _checked(str(k), normalize_url(v if "://" in v else str(base / v)), str(path))
+        for k, v in table.items()
+    }
 
 
 def load_channel_map(
