@@ -1,9 +1,13 @@
 """Side by side in cmd (issue 4, item 6, the Windows side): win-64 environments locked and
 created by envfactory's own functions against the test channel, then activated, deactivated
-and switched in one wine cmd session the way conda's cmd activator does it
-(tests/shells/conda_cmd.py). After every step only the active environment's directories are on
-PATH, no foreign CUDA toolkit is, TF_CPP_MIN_LOG_LEVEL and CUDA_PATH are what the plan says;
-after the last deactivate the environment is the starting one, byte for byte.
+and switched in one wine cmd session in conda's order (tests/shells/conda_cmd.py: a switch
+runs TF2's deactivate.d first and sets the PATH computed before it; deactivating after a switch
+goes back to TF2 and runs its activate.d again). Each script step is what the .bat stub does:
+the core (run here by the host's Python, there being no Windows Python) writes the edits as a
+.bat that wine's cmd CALLs (tests/test_activation_bat.py's Session). After every step only the
+active environment's directories are on PATH, no foreign CUDA toolkit is, TF_CPP_MIN_LOG_LEVEL
+and CUDA_PATH are what the plan says; after the last deactivate the environment is the starting
+one, byte for byte.
 
 The two environments are a TF1 prefix (tf114-cuda100, defaults: CUDA 10.0 from conda, the TF
 1.14 wheel) and a TF2 prefix (tf23-cuda101, conda-forge CUDA 10.1 + cuDNN 7.6.5.32 and the TF
@@ -15,20 +19,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Literal
 
 import pytest
-from shells.conda_cmd import CondaCmd, block
-from shells.harness import Snap, Step
+from shells import conda_cmd
+from shells.conda_cmd import block
+from shells.harness import Snap
 from shells.wine import WinePrefix, run_cmd_sessions, win_path
+from test_activation_bat import Session, relevant
 
 from envfactory.activation.plan import (
+    CORE_RELPATH,
     STATE_PREFIX,
     ActivationPlan,
-    js_relpath,
+    is_foreign_cuda,
     plan_for,
+    plan_relpath,
     script_relpath,
 )
 from envfactory.build.channels import ChannelMap
@@ -97,7 +104,7 @@ def envs(test_channels: dict[str, Path], root: Path) -> dict[str, Env]:
         lock_combo(request, root / "locks" / name)
         prefix = root / "envs" / f"{name} env"
         create_environment(root / "locks" / name / "conda-lock.yml", prefix, platform=PLATFORM)
-        expected = [js_relpath(name)] + [
+        expected = [CORE_RELPATH, plan_relpath(name)] + [
             script_relpath(name, phase, "bat") for phase in ("activate", "deactivate")
         ]
         missing = [path for path in expected if not (prefix / path).is_file()]
@@ -128,20 +135,20 @@ def entries(env: dict[str, str]) -> list[str]:
 
 
 def foreign(entry: str, plan: ActivationPlan) -> bool:
-    probe = entry.rstrip("\\").lower()
-    return any(fnmatchcase(probe, pattern.lower()) for pattern in plan.foreign_patterns)
+    return is_foreign_cuda(entry, plan.os)
 
 
 def untouched(env: dict[str, str]) -> dict[str, str]:
     return {
         k: v
         for k, v in env.items()
-        if k.upper() not in TOUCHED and not k.upper().startswith((STATE_PREFIX, "CUDA_PATH"))
+        if k.upper() not in TOUCHED
+        and not k.upper().startswith((STATE_PREFIX, "CUDA_PATH", "CONDA_PREFIX_"))
     }
 
 
 def check_active(
-    step: str, env: dict[str, str], start: dict[str, str], active: Env, other: Env
+    step: str, env: dict[str, str], start: dict[str, str], active: Env, other: Env, level: str
 ) -> None:
     where = f"after {step}"
     plan = active.plan
@@ -165,48 +172,43 @@ def check_active(
     }
     assert expected_cuda == {"CUDA_PATH": active.win + r"\Library"}, where
     assert cuda == expected_cuda, f"{where}: CUDA variables {cuda}"
-    assert (env["CONDA_PREFIX"], env["CONDA_SHLVL"]) == (active.win, "1"), where
+    assert (env["CONDA_PREFIX"], env["CONDA_SHLVL"]) == (active.win, level), where
     assert untouched(env) == untouched(start), f"{where}: activation changed other variables"
-
-
-def side_by_side_steps(tf1: Env, tf2: Env, workdir: Path) -> list[Step]:
-    """TF1 on, off; TF2 on; switch TF2 -> TF1; off: one cmd session."""
-    conda = CondaCmd(workdir)
-    steps: list[Step] = [Snap()]
-    steps += [*conda.activate(tf1.win, tf1.script("activate")), Snap()]
-    steps += [*conda.deactivate(tf1.win, tf1.script("deactivate")), Snap()]
-    steps += [*conda.activate(tf2.win, tf2.script("activate")), Snap()]
-    steps += [
-        *conda.switch(
-            tf2.win,
-            tf2.script("deactivate"),
-            tf1.win,
-            tf1.script("activate"),
-            between=[Snap()],
-        ),
-        Snap(),
-    ]
-    steps += [*conda.deactivate(tf1.win, tf1.script("deactivate")), Snap()]
-    return steps
 
 
 def test_tf1_tf2_side_by_side_in_cmd(envs: dict[str, Env], wine: WinePrefix, root: Path) -> None:
     tf1, tf2 = envs[TF1], envs[TF2]
-    steps = side_by_side_steps(tf1, tf2, root / "conda")
-    (result,), stderr = run_cmd_sessions(wine, [(steps, START)], root / "session")
-    assert set(result.codes) == {0}, f"a script failed: {result.codes}\n{stderr}"
-    start, on_tf1, off, on_tf2, mid_switch, switched, end = result.snaps
+    plans = {e.win: e.plan.runtime() for e in (tf1, tf2)}
+    session = Session(root, START, plans=plans)
+    env = conda_cmd.activate(session.current, tf1.win, session.run)  # snap 1
+    env = conda_cmd.deactivate(env, session.run)  # snap 2: TF1's deactivate.d ran
+    session.to(env)
+    session.steps.append(Snap())  # 3
+    session.expected.append(dict(session.current))
+    env = conda_cmd.activate(env, tf2.win, session.run)  # 4
+    env = conda_cmd.activate(env, tf1.win, session.run)  # a switch: 5 TF2's deactivate.d, 6
+    env = conda_cmd.deactivate(env, session.run)  # 7 TF1's deactivate.d, 8 TF2's activate.d
+    env = conda_cmd.deactivate(env, session.run)  # 9 TF2's deactivate.d
+    session.to(env)
+    session.steps.append(Snap())  # 10
+    session.expected.append(dict(session.current))
+    (result,), stderr = run_cmd_sessions(wine, [(session.steps, session.start)], root / "session")
+    assert set(result.codes) == {0}, f"a step failed: {result.codes}\n{stderr}"
+    snaps = result.snaps
+    for i, (snap, want) in enumerate(zip(snaps, session.expected, strict=True)):
+        assert relevant(snap) == want, f"snap {i}: not what the core computed"
+    start = snaps[0]
     assert {k: start.get(k) for k in START} == START, "the driver did not set the start"
     assert "TF_CPP_MIN_LOG_LEVEL" not in start and "CONDA_PREFIX" not in start
-    check_active("activate TF1", on_tf1, start, tf1, tf2)
-    assert off == start, "after deactivate TF1: not the starting environment"
-    check_active("activate TF2", on_tf2, start, tf2, tf1)
-    # conda's switch order: TF2's deactivate.d has run, PATH still holds conda's block
-    conda_only = {
-        "PATH": ";".join([*block(tf2.win), START["PATH"]]),
-        "CONDA_PREFIX": tf2.win,
-        "CONDA_SHLVL": "1",
-    }
-    assert mid_switch == start | conda_only, "TF2's deactivate.d on a switch"
-    check_active("switch TF2 -> TF1", switched, start, tf1, tf2)
-    assert end == start, "after the last deactivate: not the starting environment"
+    check_active("activate TF1", snaps[1], start, tf1, tf2, "1")
+    assert snaps[3] | {"CONDA_SHLVL": "0"} == start | {"CONDA_SHLVL": "0"}, "TF1 off"
+    check_active("activate TF2", snaps[4], start, tf2, tf1, "1")
+    # conda's switch order: TF2's deactivate.d runs while PATH still holds TF2's block; conda
+    # then sets the PATH it computed before, so the script leaves PATH's undo for the next
+    # activation (_ENVFACTORY_CARRY) and puts everything else back
+    assert snaps[5]["PATH"] == snaps[4]["PATH"] and "_ENVFACTORY_CARRY" in snaps[5]
+    check_active("switch TF2 -> TF1", snaps[6], start, tf1, tf2, "2")
+    check_active("deactivate: back to TF2", snaps[8], start, tf2, tf1, "1")
+    end = snaps[10]
+    assert end | {"CONDA_SHLVL": "0"} == start | {"CONDA_SHLVL": "0"}, "not the start"
+    assert end["PATH"] == START["PATH"]

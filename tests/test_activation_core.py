@@ -1,9 +1,12 @@
-"""The activation plan, the rendered files, and the algorithm (envfactory_core.py, the reference
-the shells are held to) under hypothesis: activate then deactivate gives the start back."""
+"""The activation plan, the files it renders, and the core (envfactory/activation/core.py: the
+one algorithm every shell runs) under hypothesis: activate then deactivate gives the start
+back, in both of conda's orders, stacked and switched; the foreign-CUDA rule doctor shares."""
 
 from __future__ import annotations
 
-import os
+import ast
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,14 +17,16 @@ from hypothesis import strategies as st
 from shells import conda_sim
 
 from envfactory import __version__
-from envfactory.activation.plan import activation_scripts, install_activation, plan_for
-from envfactory.catalog.loader import load_catalog
-from envfactory.templating import templates_dir
-
-CORE: dict[str, Any] = {}
-exec(  # the very file the .xsh scripts include
-    (templates_dir() / "activation" / "envfactory_core.py").read_text(encoding="utf-8"), CORE
+from envfactory.activation import core
+from envfactory.activation.plan import (
+    CORE_RELPATH,
+    activation_scripts,
+    install_activation,
+    is_foreign_cuda,
+    plan_for,
 )
+from envfactory.catalog.loader import load_catalog
+
 Env = dict[str, str]
 
 
@@ -39,8 +44,8 @@ def core_runner(plans: dict[str, dict[str, Any]], is_dir: Callable[[str], bool])
     def run(prefix: str, phase: str, env: Env) -> Env:
         plan = plans[prefix]
         if phase == "activate":
-            return apply(env, CORE["envfactory_activate"](env, plan, is_dir))
-        return apply(env, CORE["envfactory_deactivate"](env, plan))
+            return apply(env, core.activate(env, plan, is_dir))
+        return apply(env, core.deactivate(env, plan))
 
     return run
 
@@ -62,31 +67,100 @@ def test_plan_linux_pip_route_puts_lib_first_and_windows_puts_library_bin_first(
     assert windows.lists[0].prepend[0].text == "Library\\bin"
     assert windows.set_vars[0][0] == "CUDA_PATH"
     assert dict(windows.set_vars)["TF_CPP_MIN_LOG_LEVEL"].text == "2"
+    lists, wanted = windows.resolved(r"D:\e")
+    assert lists == [("PATH", [r"D:\e\Library\bin"])]
+    assert wanted == {"CUDA_PATH": r"D:\e\Library", "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
-def test_scripts_are_deterministic_and_say_what_made_them(tmp_path: Path) -> None:
+def test_files_are_stubs_a_plan_and_the_core_deterministic_and_self_describing(
+    tmp_path: Path,
+) -> None:
     combo = load_catalog().combo("tf114-cuda100")
     first = activation_scripts(combo, "linux-64")
     assert first == activation_scripts(combo, "linux-64")
     names = [f.relpath for f in first]
-    assert "etc/conda/activate.d/envfactory-tf114-cuda100.sh" in names
-    assert "etc/conda/deactivate.d/envfactory-tf114-cuda100.fish" in names
+    assert names == sorted(
+        [CORE_RELPATH, "etc/conda/envfactory/envfactory-tf114-cuda100.json"]
+        + [
+            f"etc/conda/{phase}.d/envfactory-tf114-cuda100.{ext}"
+            for phase in ("activate", "deactivate")
+            for ext in ("sh", "csh", "fish", "xsh")
+        ]
+    )
+    files = {f.relpath: f.content for f in first}
+    assert files[CORE_RELPATH] == Path(core.__file__).read_text(encoding="utf-8")
     for f in first:
-        assert f"envfactory {__version__}" in f.content.splitlines()[0]
-        assert "tf114-cuda100" in f.content.splitlines()[0]
+        if f.relpath.startswith("etc/conda/activate.d") or "deactivate.d" in f.relpath:
+            assert f"envfactory {__version__}" in f.content.splitlines()[0]
+            assert "tf114-cuda100" in f.content.splitlines()[0]
+            assert len(f.content.splitlines()) <= 35  # a stub: reading it is the review
         assert f.content.endswith("\n") and "\r" not in f.content
     written = install_activation(tmp_path, combo, "linux-64")
     assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == names
+
+
+def test_the_core_is_python_3_6_and_standard_library_only() -> None:
+    source = Path(core.__file__).read_text(encoding="utf-8")
+    tree = ast.parse(source, feature_version=(3, 6))  # a 3.7+ construct is a SyntaxError
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    # typing only under `if MYPY:`, which never runs
+    assert imported <= {"json", "os", "re", "sys", "typing"}, imported
+    assert "from __future__" not in source and "dataclass" not in source
+
+
+# --- the foreign-CUDA rule -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "os_name", "foreign"),
+    [
+        ("/usr/local/cuda/bin", "linux", True),
+        ("/usr/local/cuda-10.0/lib64", "linux", True),
+        ("/usr/local/cuda-11.2/extras/CUPTI/lib64", "linux", True),
+        ("/opt/cuda/lib", "linux", True),
+        ("/home/u/cuda-11.2/lib64", "linux", True),  # doctor's regex caught it, globs did not
+        ("/opt/cudnn-8.1/lib64", "linux", True),
+        ("/usr/lib/x86_64-linux-gnu", "linux", False),
+        ("/home/u/cuda-notes/bin", "linux", False),
+        ("/home/u/src/usr/local/cuda/bin", "linux", False),
+        ("usr/local/cuda/bin", "linux", False),
+        (r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA\v10.0\bin", "windows", True),
+        (r"c:\program files\nvidia gpu computing toolkit\cuda\v11.2\libnvvp\\", "windows", True),
+        (r"C:\tools\cuda\bin", "windows", True),
+        (r"C:\tools\cudnn\bin", "windows", True),  # the globs missed it, doctor caught it
+        (r"D:\sdk\cuda-11.2\bin", "windows", True),
+        (r"C:\Windows\System32", "windows", False),
+        (r"C:\Program Files\NVIDIA Corporation\NVSMI", "windows", False),
+    ],
+)
+def test_the_foreign_cuda_rule(path: str, os_name: str, foreign: bool) -> None:
+    assert is_foreign_cuda(path, os_name) is foreign
+    plan = plan_for(
+        load_catalog().combo("tf114-cuda100"), "win-64" if os_name == "windows" else "linux-64"
+    ).runtime()
+    assert core.foreign(path, "/envs/A", plan, lambda p: False) is foreign
+
+
+def test_directories_inside_the_environment_are_never_foreign() -> None:
+    assert not is_foreign_cuda("/opt/cuda/envs/tf/lib", "linux", "/opt/cuda/envs/tf")
+    assert is_foreign_cuda("/opt/cuda/envs/tf2/lib", "linux", "/opt/cuda/envs/tf")
+    prefix = r"C:\tools\cuda-envs\tf"
+    assert not is_foreign_cuda(prefix.upper() + r"\Library\bin", "windows", prefix)
 
 
 # --- the algorithm under hypothesis ---------------------------------------------------------
 
 PIECES = ["a", "b b", "(x86)", "&", "%P%", "!", '"', "'", ";", "é", "\\", "$x", "*", "-"]
 plain = st.lists(st.sampled_from(PIECES), min_size=1, max_size=3).map(lambda p: "/u/" + "".join(p))
-foreign = st.sampled_from(
+foreign_entry = st.sampled_from(
     ["/usr/local/cuda/bin", "/usr/local/cuda-10.0/lib64", "/opt/cuda/lib", "/usr/local/cuda-9/bin/"]
 )
-entry = st.one_of(plain, foreign, st.just(""), st.just("/other env/lib"))
+entry = st.one_of(plain, foreign_entry, st.just(""), st.just("/other env/lib"))
 path_value = st.one_of(st.none(), st.just(""), st.lists(entry, max_size=7).map(":".join))
 
 
@@ -128,11 +202,10 @@ def test_activate_then_deactivate_gives_the_start_back(
     path_value.filter(lambda v: v is not None),  # conda never gives back an unset PATH
     path_value,
     st.lists(plain, max_size=2),
-    st.lists(plain, max_size=2),
     st.booleans(),
 )
 def test_both_conda_orders_and_the_users_edits(
-    path: str | None, ld: str | None, pre: list[str], post: list[str], switch: bool
+    path: str | None, ld: str | None, pre: list[str], switch: bool
 ) -> None:
     """Stack A then B; the user prepends to PATH while B is active; deactivate B (conda's
     order: PATH first) or switch B -> A (deactivate.d first); then deactivate A."""
@@ -155,7 +228,6 @@ def test_both_conda_orders_and_the_users_edits(
             [*pre, *(start["PATH"].split(":") if start.get("PATH") else [])]
         )
     assert ours(env) == expected
-    del post
 
 
 def test_values_the_user_changed_after_activation_stay() -> None:
@@ -168,6 +240,24 @@ def test_values_the_user_changed_after_activation_stay() -> None:
     assert back["PATH"] == "/usr/bin:/mine:/usr/local/cuda/bin"
 
 
+def test_a_switch_defers_the_path_undo_to_the_next_activation() -> None:
+    """conda's switch: A's deactivate.d runs while A's bin block is on PATH, then conda exports
+    the PATH it computed before; B's activation puts back what A removed, then removes it as
+    its own, so B's deactivation (and A's later) give it back."""
+    start = {"PATH": "/envs/A/bin:/usr/local/cuda/bin:/usr/bin", "CONDA_PREFIX": "/envs/A"}
+    start |= {"CONDA_SHLVL": "1"}
+    active = RUN("/envs/A", "activate", start)
+    assert active["PATH"] == "/envs/A/bin:/usr/bin"
+    changes = core.deactivate(active, PLAN_A)
+    assert "PATH" not in changes and core.CARRY in changes  # conda would overwrite it anyway
+    switched = apply(active, changes) | {"PATH": "/envs/B/bin:/usr/bin", "CONDA_SHLVL": "2"}
+    switched["CONDA_PREFIX"] = "/envs/B"
+    on_b = RUN("/envs/B", "activate", switched)
+    assert on_b["PATH"] == "/envs/B/bin:/usr/bin" and core.CARRY not in on_b
+    off_b = RUN("/envs/B", "deactivate", on_b | {"PATH": "/usr/bin"})  # conda removed B's block
+    assert off_b["PATH"] == "/usr/local/cuda/bin:/usr/bin"
+
+
 def test_windows_plan_is_case_insensitive_and_keeps_its_own_library_bin() -> None:
     plan = plan_for(load_catalog().combo("tf114-cuda100"), "win-64").runtime()
     cuda = r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA\v10.0"
@@ -177,21 +267,81 @@ def test_windows_plan_is_case_insensitive_and_keeps_its_own_library_bin() -> Non
         "CUDA_PATH_V10_0": cuda,
         "CONDA_PREFIX": r"D:\e",
     }
-    changes = CORE["envfactory_activate"](start, plan, lambda p: False)
-    active = apply(start, changes)
+    active = apply(start, core.activate(start, plan, lambda p: False))
     assert active["PATH"] == r"D:\e\Library\bin;C:\Windows;D:\e\Library\bin"
     assert active["CUDA_PATH"] == r"D:\e\Library" and "CUDA_PATH_V10_0" not in active
-    assert apply(active, CORE["envfactory_deactivate"](active, plan)) == start
+    assert apply(active, core.deactivate(active, plan)) == start
+
+
+# --- names and values the shells cannot carry (issue 10, row 6) -----------------------------
+
+BAD_NAMES = ["CUDA_PATH_V;touch M;x", "CUDA_PATH_V$(touch M)", "CUDA_PATH_V\nx", "CUDA_PATH_Vé"]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+@pytest.mark.parametrize("shell", core.SHELLS)
+def test_inherited_names_that_are_not_identifiers_are_left_alone(name: str, shell: str) -> None:
+    start = {"PATH": "/usr/bin", "CONDA_PREFIX": "/envs/A", name: "x", "CUDA_PATH_V9_0": "y"}
+    changes = core.activate(start, PLAN_A, is_dir)
+    assert name not in changes and changes["CUDA_PATH_V9_0"] is None
+    record = changes[core.STATE + "0"]
+    assert record is not None and "touch" not in record
+    out = (
+        core.emit_cmd(changes, start) if shell == "cmd" else core.EMITTERS[shell](changes, start)
+    )
+    assert "touch" not in out and "CUDA_PATH_V9_0" in out
+    active = apply(start, changes)
+    assert apply(active, core.deactivate(active, PLAN_A)) == start
+
+
+@pytest.mark.parametrize("shell", core.SHELLS)
+def test_emitters_refuse_a_name_that_is_not_an_identifier(shell: str) -> None:
+    with pytest.raises(core.Refused, match="cannot be written"):
+        if shell == "cmd":
+            core.emit_cmd({"A;B": "1"}, {})
+        else:
+            core.EMITTERS[shell]({"A;B": "1"}, {})
+
+
+@pytest.mark.parametrize(
+    ("shell", "value", "why"),
+    [
+        ("csh", "a\nb", "line break"),
+        ("cmd", "a\rb", "control character U\\+000D"),
+        ("cmd", "a\x01b", "control character U\\+0001"),
+        ("cmd", "x\u0100", "no variable of the environment holds"),
+        ("fish", "a\udcffb", "not text"),
+        ("xonsh", "a\udcffb", "not text"),
+    ],
+)
+def test_emitters_refuse_values_their_shell_cannot_carry(shell: str, value: str, why: str) -> None:
+    with pytest.raises(core.Refused, match=why):
+        if shell == "cmd":
+            core.emit_cmd({"V": value}, {})
+        else:
+            core.EMITTERS[shell]({"V": value}, {})
+
+
+def test_a_refusal_prints_one_line_and_no_edits(tmp_path: Path) -> None:
+    install_activation(tmp_path, load_catalog().combo("tf114-cuda100"), "linux-64")
+    env = {"PATH": "/usr/bin\n:/usr/local/cuda/bin", "CONDA_PREFIX": str(tmp_path)}
+    argv = [sys.executable, "-I", "-S", str(tmp_path / CORE_RELPATH)]
+    proc = subprocess.run(
+        [*argv, "activate", "csh", "tf114-cuda100"],
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    assert proc.returncode == 1 and proc.stdout == b""
+    assert proc.stderr.decode().count("\n") == 1
+    assert "csh cannot hold a line break (in PATH); nothing was changed" in proc.stderr.decode()
 
 
 @pytest.mark.parametrize("name", ["tf114-cuda100", "tf210-cuda112", "tf215-cuda122"])
-def test_every_linux_script_parses(name: str, tmp_path: Path) -> None:
-    import subprocess
-
+def test_every_linux_stub_parses(name: str, tmp_path: Path) -> None:
     install_activation(tmp_path, load_catalog().combo(name), "linux-64")
     for script in sorted(tmp_path.glob("etc/conda/*.d/*")):
         checker = {".sh": ["dash", "-n"], ".fish": ["fish", "--no-execute"]}.get(script.suffix)
         if checker:
             proc = subprocess.run([*checker, str(script)], capture_output=True, check=False)
             assert proc.returncode == 0, proc.stderr
-    assert os.access(tmp_path, os.R_OK)

@@ -1,10 +1,12 @@
-"""The activation scripts in real shells: bash, zsh, dash, fish, tcsh and xonsh source them and
-``env -0`` reads the result. Hostile values, both conda orders, stacking, switching, and two
-environments created from locks side by side. Each shell must agree with the reference
-(envfactory_core.py) byte for byte."""
+"""The activation stubs in real shells: bash, zsh, dash, fish, tcsh and xonsh source them, the
+environment's Python (here: the host's, linked as <prefix>/bin/python) runs the core, and
+``env -0`` reads the result. Hostile values, both conda orders, stacking, switching. Each shell
+must end where the core (envfactory/activation/core.py) says, byte for byte; and each shell's
+emitter is held to its shell with hypothesis on arbitrary Unicode names and values."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +24,9 @@ from shells.harness import (
     run_session,
     shell_env,
 )
-from test_activation_core import CORE, apply, entry
+from test_activation_core import apply, entry
 
+from envfactory.activation import core
 from envfactory.activation.plan import install_activation, plan_for
 from envfactory.catalog.loader import load_catalog
 
@@ -41,11 +44,18 @@ def prefixes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         prefix = root / f"env {key} (x)"
         install_activation(prefix, load_catalog().combo(name), "linux-64")
         (prefix / "conda-meta").mkdir()
+        link_python(prefix)
         out[key] = prefix
     foreign = root / "other env"
     (foreign / "conda-meta").mkdir(parents=True)
     out["foreign"] = foreign
     return out
+
+
+def link_python(prefix: Path) -> None:
+    """The environment's own Python, as conda's python package installs it (bin/python)."""
+    (prefix / "bin").mkdir(exist_ok=True)
+    (prefix / "bin" / "python").symlink_to(Path(sys.executable).resolve())
 
 
 def script(prefix: Path, phase: str, shell: str) -> Path:
@@ -79,6 +89,10 @@ def test_hostile_values_round_trip(shell: str, prefixes: dict[str, Path], tmp_pa
         "CUDA_PATH_V10_0": "/usr/local/cuda-10.0",
         "CONDA_PREFIX": str(a),
         "CONDA_SHLVL": "1",
+        # names that are not identifiers (issue 10, row 6): left alone, never printed
+        "CUDA_PATH_V;touch hacked;x": "1",
+        "CUDA_PATH_V$(touch hacked2)": "2",
+        "CUDA_PATH_V`touch hacked3`": "3",
     }
     steps: list[Step] = [
         Snap(),
@@ -100,8 +114,11 @@ def test_hostile_values_round_trip(shell: str, prefixes: dict[str, Path], tmp_pa
     assert "cuda" not in active["PATH"] and "CUDA_PATH" not in active
     assert "CUDA_PATH_V10_0" not in active and active["TF_CPP_MIN_LOG_LEVEL"] == "2"
     assert after == before
-    expected = apply(before, CORE["envfactory_activate"](before, plan(COMBO), core_is_dir))
-    assert active == relevant(expected)  # the shell did what the reference does
+    expected = apply(before, core.activate(before, plan(COMBO), core_is_dir))
+    assert active == relevant(expected)  # the shell did what the core says
+    assert not list(tmp_path.glob("hacked*"))
+    odd = {k: v for k, v in before.items() if not k.isidentifier()}
+    assert {k: v for k, v in active.items() if not k.isidentifier()} == odd
 
 
 def plan(name: str) -> dict[str, Any]:
@@ -167,7 +184,7 @@ def test_shells_agree_with_the_reference(
     def check(path: list[str], ld: list[str], stacked: bool) -> None:
         count[0] += 1
         a = str(prefixes["A"])
-        # the scripts need awk and env on PATH
+        # the snaps need env on PATH (and tcsh mktemp)
         path_value = ":".join([*path, "/usr/bin", "/bin"])
         start = {"PATH": path_value, "LD_LIBRARY_PATH": ":".join(ld), "CONDA_PREFIX": a}
         if stacked:
@@ -177,8 +194,50 @@ def test_shells_agree_with_the_reference(
         before, active, after = (
             relevant(s) for s in run_session(shell, steps, start, tmp_path / str(count[0]))
         )
-        expected = apply(before, CORE["envfactory_activate"](before, plan(COMBO), core_is_dir))
+        expected = apply(before, core.activate(before, plan(COMBO), core_is_dir))
         assert active == relevant(expected)
         assert after == before
+
+    check()
+
+
+# --- each emitter against its shell: arbitrary Unicode names and values ----------------------
+
+EMITTER = {"bash": "sh", "zsh": "sh", "dash": "sh", "fish": "fish", "tcsh": "csh"}
+names = st.one_of(
+    st.from_regex(r"\AUSER_[A-Za-z0-9_]{0,8}\Z"),
+    st.text(min_size=1, max_size=8).map(lambda t: "USER_" + t),  # mostly not identifiers
+)
+values = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"))
+
+
+@pytest.mark.parametrize("shell", sorted(EMITTER))
+def test_emitted_lines_carry_arbitrary_values_or_are_refused(shell: str, tmp_path: Path) -> None:
+    """The core's emitter for ``shell`` writes every change so that the shell reads back exactly
+    that value, or refuses the whole set (a name that is not an identifier, a value the shell
+    cannot carry), in which case it writes nothing."""
+    count = [0]
+
+    @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.dictionaries(names, st.one_of(st.none(), values), min_size=1, max_size=4))
+    def check(changes: dict[str, str | None]) -> None:
+        count[0] += 1
+        start = {"USER_GONE": "x", "PATH": "/usr/bin:/bin"}
+        changes = {"USER_GONE": None, **changes}
+        try:
+            text = core.EMITTERS[EMITTER[shell]](changes, start)
+        except core.Refused as err:
+            bad_name = any(not core.valid_name(n) for n in changes)
+            breaks = any("\n" in (v or "") or "\r" in (v or "") for v in changes.values())
+            csh_break = shell == "tcsh" and breaks
+            assert bad_name or csh_break, err
+            return
+        edits = tmp_path / f"edits{count[0]}"
+        edits.write_bytes(text.encode("utf-8", "surrogateescape"))
+        (after,) = run_session(shell, [Source(edits), Snap()], start, tmp_path / str(count[0]))
+        expected = apply(start, changes)
+        assert {k: v for k, v in after.items() if k.startswith("USER_")} == {
+            k: v for k, v in expected.items() if k.startswith("USER_")
+        }
 
     check()

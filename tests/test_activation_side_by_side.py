@@ -8,20 +8,23 @@ byte."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Literal, cast
 
 import pytest
 from shells.conda_steps import CondaSim
 from shells.harness import SCRIPT_EXT, UNIX_SHELLS, Snap, Step, run_session, shell_env
+from test_activation_shells import link_python
 
 from envfactory.activation.plan import (
+    CARRY,
+    CORE_RELPATH,
     STATE_PREFIX,
     ActivationPlan,
     Shell,
-    awk_relpath,
+    is_foreign_cuda,
     plan_for,
+    plan_relpath,
     script_relpath,
 )
 from envfactory.build.channels import ChannelMap
@@ -76,7 +79,7 @@ def envs(
         lock_combo(request, root / "locks" / name)
         prefix = root / "envs" / f"{name} env"
         create_environment(root / "locks" / name / "conda-lock.yml", prefix, platform=PLATFORM)
-        expected = [awk_relpath(name)] + [
+        expected = [CORE_RELPATH, plan_relpath(name)] + [
             script_relpath(name, phase, shell)
             for phase in ("activate", "deactivate")
             for shell in plan_for(combo, PLATFORM).shells
@@ -84,6 +87,9 @@ def envs(
         missing = [path for path in expected if not (prefix / path).is_file()]
         if missing:
             pytest.fail(f"create did not install the activation scripts into {prefix}: {missing}")
+        # the test channel's python is a stub without an interpreter: the host's stands in
+        (prefix / "bin" / "python").unlink(missing_ok=True)
+        link_python(prefix)
         out[name] = Env(prefix, combo, plan_for(combo, PLATFORM))
     return out
 
@@ -93,7 +99,7 @@ def entries(env: dict[str, str], name: str) -> list[str]:
 
 
 def foreign(entry: str, plan: ActivationPlan) -> bool:
-    return any(fnmatchcase(entry, pattern) for pattern in plan.foreign_patterns)
+    return is_foreign_cuda(entry, plan.os)
 
 
 def planned(active: Env, variable: str) -> list[str]:
@@ -162,8 +168,12 @@ def test_tf1_and_tf2_side_by_side(shell: str, envs: dict[str, Env], tmp_path: Pa
     check_active("activate TF1", on_tf1, start, tf1, tf2)
     assert off == start, "after deactivate TF1: not the starting environment"
     check_active("activate TF2", on_tf2, start, tf2, tf1)
-    # conda's switch order: TF2's deactivate.d has run, PATH still holds TF2's block
-    conda_only = {"PATH": f"{tf2.prefix}/bin:{START['PATH']}", "CONDA_PREFIX": str(tf2.prefix)}
-    assert mid_switch == start | conda_only | {"CONDA_SHLVL": "1"}, "TF2's deactivate.d on a switch"
+    # conda's switch order: TF2's deactivate.d has run while PATH still holds TF2's block;
+    # conda exports the PATH it computed before, so the script leaves PATH's undo to the next
+    # activation (_ENVFACTORY_CARRY) and puts everything else back
+    assert mid_switch["PATH"] == on_tf2["PATH"] and CARRY in mid_switch
+    rest = {k: v for k, v in mid_switch.items() if k not in ("PATH", CARRY)}
+    conda_only = {"CONDA_PREFIX": str(tf2.prefix), "CONDA_SHLVL": "1"}
+    assert rest | {"PATH": start["PATH"]} == start | conda_only, "TF2's deactivate.d on a switch"
     check_active("switch TF2 -> TF1", switched, start, tf1, tf2)
     assert end == start, "after the last deactivate: not the starting environment"

@@ -84,6 +84,10 @@ def test_kernel_env_equals_what_activation_gives(project: Path, tmp_path: Path) 
     }
     scripts = list((prefix / "etc/conda/activate.d").glob("*.sh"))
     assert scripts, "create installed no activation scripts"
+    # the stubs run the environment's Python; the test channel's python is a stub without one
+    python = prefix / "bin" / "python"
+    if not python.exists():
+        python.symlink_to(Path(sys.executable).resolve())
     proc = subprocess.run(
         ["bash", "-c", ACTIVATE], env={**host, "PREFIX": str(prefix)},
         capture_output=True, text=True, timeout=60,

@@ -123,26 +123,21 @@ def kernel_env(facts: EnvironmentFacts) -> dict[str, str]:
 
     plan = plan_for(load_catalog().combo(facts.combo), facts.platform)
     prefix = str(facts.prefix)
-
-    def resolve(text: str, in_prefix: bool) -> str:
-        return f"{prefix}{plan.dirsep}{text}" if in_prefix else text
-
+    lists, wanted = plan.resolved(prefix)  # the core's own resolution of the plan
     # Every value is written literally (``$`` doubled) but the one ``${PATH}`` that asks
     # jupyter_client for the server's PATH: a prefix or a variable holding ``$HOME`` or
     # ``${PATH}`` must reach the kernel as it is.
     env: dict[str, str] = {"CONDA_PREFIX": literal(prefix)}
-    for edit in plan.lists:
-        dirs = [literal(resolve(v.text, v.in_prefix)) for v in edit.prepend]
-        if edit.variable == "PATH":
+    for variable, dirs in lists:
+        if variable == "PATH":
             conda = [literal(d) for d in _conda_dirs(prefix, facts.platform)]
-            dirs = list(dict.fromkeys([*conda, *dirs]))
+            dirs = list(dict.fromkeys([*conda, *(literal(d) for d in dirs)]))
             env["PATH"] = plan.separator.join([*dirs, "${PATH}"])
         else:
-            env[edit.variable] = plan.separator.join(dirs)
-    for name in plan.unset_vars:
-        env[name] = ""
-    for name, value in plan.set_vars:
-        env[name] = literal(resolve(value.text, value.in_prefix))
+            env[variable] = plan.separator.join(literal(d) for d in dirs)
+    for name, value in wanted.items():
+        # "": the nearest a kernelspec comes to unsetting
+        env[name] = "" if value is None else literal(value)
     env.update({name: literal(value) for name, value in facts.variables.items()})
     return dict(sorted(env.items()))
 

@@ -1,95 +1,53 @@
-"""Activation: one plan per combo and platform, rendered for every shell conda runs scripts in.
+"""Activation: one plan per combo and platform, carried out by one algorithm in every shell.
 
-The plan says which directories the environment puts first, which foreign CUDA entries leave
-PATH (and LD_LIBRARY_PATH), and which variables are set or unset. The scripts carry it out and
-record what they changed so the matching deactivate script can undo exactly that.
-
-The algorithm (written once in Python in ``templates/activation/envfactory_core.py``, which the
-xonsh scripts include verbatim and the tests run as the reference; the awk program behind the
-sh/csh/fish scripts, the JScript program behind the cmd scripts and the PowerShell scripts
-follow it step by step)::
-
-    level = CONDA_SHLVL if it is a number else "0"       # one state slot per stacking level
-    key   = "_ENVFACTORY_<level>_"
-
-    activate(env):
-        if key+"COMBO" in env: env = deactivate(env)      # reactivation: undo, then redo
-        for each list variable V (PATH, LD_LIBRARY_PATH):
-            WAS = unset | empty | set                      # "" and unset come back as they were
-            kept, removed = [], []
-            for entry in V.split(sep):                     # empty entries are entries
-                if foreign(entry): removed.append((entry, index of the next kept entry))
-                else: kept.append(entry)
-            for each removed entry r, followed in the original list by kept entry k:
-                ANCHOR = k; OCC = how many kept entries equal to k come after k
-                (no kept entry after r: OCC = "end")
-            ADDED = the plan's directories for V, resolved against CONDA_PREFIX
-            V = ADDED + kept                               # unset when that is empty
-        for each scalar S the plan sets or unsets (TF_CPP_MIN_LOG_LEVEL, CUDA_PATH,
-                every CUDA_PATH_V*): record OLD (if it was set) and NEW (if we set it)
-
-    deactivate(env):                                       # works on the *current* values
-        for each list variable V recorded at this level:
-            entries = V.split(sep)
-            drop the first occurrence of each ADDED entry
-            for each removed entry, in its original order:
-                if OCC == "end": append it
-                else: insert it before the kept entry equal to ANCHOR that has OCC equal
-                      entries after it (counted from the end; not found: append)
-            V = join(entries), or "" / unset as WAS says when nothing is left
-        for each scalar S: if S still holds NEW (or is still unset), give it back OLD
-        unset every key+* variable
-
-Why this shape: conda exports the recomputed PATH *before* running deactivate.d on ``conda
-deactivate`` and *after* it on a switch A -> B, and it drops its own block of environment
-directories from the front; a snapshot would re-insert the old environment's block, so the
-deactivate script applies the inverse edit to whatever PATH it finds. Anchors are counted from
-the end because everything that changes PATH between the two scripts (conda's block, the
-user's ``PATH=x:$PATH``) happens at the front. Entries the user added stay; entries the user
-removed stay removed. Values the user changed after activating are theirs and stay.
+The plan says which directories the environment puts first, which variables are set or unset;
+the foreign-CUDA rule and the algorithm that carries the plan out and undoes it exactly live in
+``envfactory/activation/core.py``, which every environment gets a copy of (its own Python runs
+it). Each shell conda runs scripts in gets a stub per phase in ``activate.d`` /
+``deactivate.d`` that runs the core and applies the lines it prints (docs/activation.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from envfactory import __version__
+from envfactory.activation import core
 from envfactory.catalog.model import Combo, Platform, os_of
 from envfactory.fsio import RenderedFile, atomic_write_many
-from envfactory.templating import render_template, templates_dir
+from envfactory.templating import render_template
 
 Shell = Literal["sh", "csh", "fish", "xsh", "bat", "ps1"]
 SHELLS: tuple[Shell, ...] = get_args(Shell)
 SHELLS_BY_OS: dict[str, tuple[Shell, ...]] = {
-    # conda runs .sh for bash/zsh/dash, .csh for csh/tcsh, .fish, .xsh for xonsh (rattler);
-    # .bat for cmd, .ps1 for PowerShell. A Linux plan in a .bat would only be dead code.
+    # conda runs .sh for bash/zsh/dash (and, through source-bash, for xonsh), .csh for
+    # csh/tcsh, .fish; rattler-shell runs .xsh for xonsh; .bat for cmd, .ps1 for PowerShell.
     "linux": ("sh", "csh", "fish", "xsh"),
-    # Windows: the .bat runs etc/conda/envfactory/envfactory-<combo>.js with cscript, which
-    # computes the change and writes it as `set` lines (tests/test_activation_bat.py, in wine).
-    # The .ps1 is syntax-checked (tree-sitter-powershell) and its logic run in a model of
-    # PowerShell (tests/test_activation_ps1.py), never in pwsh: none is installable here.
     "windows": ("xsh", "bat", "ps1"),
 }
-# State variables of one activation level: _ENVFACTORY_<CONDA_SHLVL>_...
-STATE_PREFIX = "_ENVFACTORY_"
+# The core's name for the shell each script is for (its emitters).
+EMITTER: dict[Shell, str] = {
+    "sh": "sh",
+    "csh": "csh",
+    "fish": "fish",
+    "xsh": "xonsh",
+    "bat": "cmd",
+    "ps1": "powershell",
+}
+# State variable of one activation level: _ENVFACTORY_<CONDA_SHLVL> (ASCII JSON)
+STATE_PREFIX = core.STATE
+# A PATH undo that a deactivate.d left for the next activation (conda's switch order)
+CARRY = core.CARRY
+CORE_RELPATH = "etc/conda/envfactory/activation.py"
 
-# Where foreign CUDA toolkits put themselves on PATH. Sources: NVIDIA's Windows installer
-# (C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA\vX.Y\bin and \libnvvp, plus CUDA_PATH and
-# CUDA_PATH_VX_Y), TensorFlow's old Windows install guide (C:\tools\cuda\bin), NVIDIA's Linux
-# post-install steps (/usr/local/cuda-X.Y/bin, lib64 on LD_LIBRARY_PATH; Arch: /opt/cuda).
-WINDOWS_FOREIGN = (
-    r"*\NVIDIA GPU Computing Toolkit\CUDA\v*\bin",
-    r"*\NVIDIA GPU Computing Toolkit\CUDA\v*\libnvvp",
-    r"C:\tools\cuda\bin",
-)
-LINUX_FOREIGN = tuple(
-    f"{root}*/{leaf}"
-    for root in ("/usr/local/cuda", "/opt/cuda")
-    for leaf in ("bin", "lib64", "lib")
-)
+
+def is_foreign_cuda(path: str, os_name: str, prefix: str | None = None) -> bool:
+    """The foreign-CUDA rule the activation scripts apply (``doctor`` reports the same
+    directories): a directory of a CUDA or cuDNN install outside ``prefix``."""
+    return not core.inside(path, prefix or "", os_name) and core.foreign_cuda(path, os_name)
 
 
 @dataclass(frozen=True)
@@ -99,13 +57,13 @@ class PlanValue:
     text: str
     in_prefix: bool = False
 
-    def runtime(self) -> tuple[str, str]:
-        return ("prefix" if self.in_prefix else "literal", self.text)
+    def runtime(self) -> list[str]:
+        return ["prefix" if self.in_prefix else "literal", self.text]
 
 
 @dataclass(frozen=True)
 class ListEdit:
-    """A separator-joined list variable: what goes first, and that foreign entries leave it."""
+    """A separator-joined list variable: what goes first (foreign entries leave it)."""
 
     variable: str
     prepend: tuple[PlanValue, ...]
@@ -117,9 +75,7 @@ class ActivationPlan:
     platform: Platform
     separator: str  # between list entries: ":" or ";"
     dirsep: str  # inside a path: "/" or "\\"
-    fold_case: bool  # Windows compares paths case-insensitively
     lists: tuple[ListEdit, ...]
-    foreign_patterns: tuple[str, ...]  # "*" globs, "*" matching the separator too
     # An entry "<p><env_lib_suffix>" is another conda environment's library directory when
     # <p>/conda-meta is a directory and <p> is not CONDA_PREFIX; it leaves the list.
     env_lib_suffix: str
@@ -128,23 +84,32 @@ class ActivationPlan:
     unset_prefixes: tuple[str, ...]
 
     @property
+    def os(self) -> str:
+        return os_of(self.platform)
+
+    @property
     def shells(self) -> tuple[Shell, ...]:
-        return SHELLS_BY_OS[os_of(self.platform)]
+        return SHELLS_BY_OS[self.os]
 
     def runtime(self) -> dict[str, Any]:
-        """The plan as plain data, the shape ``envfactory_core.py`` reads."""
+        """The plan as plain data: what the core reads (``envfactory-<combo>.json``)."""
         return {
+            "format": 1,
             "combo": self.combo,
+            "os": self.os,
             "sep": self.separator,
             "dirsep": self.dirsep,
-            "fold_case": self.fold_case,
-            "lists": [(e.variable, [v.runtime() for v in e.prepend]) for e in self.lists],
-            "patterns": list(self.foreign_patterns),
+            "lists": [[e.variable, [v.runtime() for v in e.prepend]] for e in self.lists],
             "env_lib_suffix": self.env_lib_suffix,
-            "set": [(name, value.runtime()) for name, value in self.set_vars],
+            "set": [[name, value.runtime()] for name, value in self.set_vars],
             "unset": list(self.unset_vars),
             "unset_prefixes": list(self.unset_prefixes),
         }
+
+    def resolved(self, prefix: str) -> tuple[list[tuple[str, list[str]]], dict[str, str | None]]:
+        """(list variable, directories first) pairs and {variable: value, None to unset}, with
+        ``prefix`` as the environment: the core's own resolution (``kernel`` writes these)."""
+        return core.targets(self.runtime(), prefix)
 
 
 def plan_for(combo: Combo, platform: Platform) -> ActivationPlan:
@@ -158,9 +123,7 @@ def plan_for(combo: Combo, platform: Platform) -> ActivationPlan:
             platform=platform,
             separator=";",
             dirsep="\\",
-            fold_case=True,
             lists=(ListEdit("PATH", (PlanValue(r"Library\bin", in_prefix=True),)),),
-            foreign_patterns=WINDOWS_FOREIGN,
             env_lib_suffix=r"\Library\bin",
             set_vars=(("CUDA_PATH", PlanValue("Library", in_prefix=True)), log_level),
             unset_vars=(),
@@ -175,9 +138,7 @@ def plan_for(combo: Combo, platform: Platform) -> ActivationPlan:
         platform=platform,
         separator=":",
         dirsep="/",
-        fold_case=False,
         lists=(ListEdit("PATH", ()), ListEdit("LD_LIBRARY_PATH", lib)),
-        foreign_patterns=LINUX_FOREIGN,
         env_lib_suffix="/lib",
         set_vars=(log_level,),
         unset_vars=("CUDA_PATH",),
@@ -189,28 +150,24 @@ def script_relpath(combo: str, phase: Literal["activate", "deactivate"], shell: 
     return f"etc/conda/{phase}.d/envfactory-{combo}.{shell}"
 
 
-def awk_relpath(combo: str) -> str:
-    """The awk program the sh, csh and fish scripts share (conda ignores this directory)."""
-    return f"etc/conda/envfactory/envfactory-{combo}.awk"
+def plan_relpath(combo: str) -> str:
+    """The plan the core reads (conda ignores etc/conda/envfactory)."""
+    return f"etc/conda/envfactory/envfactory-{combo}.json"
 
 
-def js_relpath(combo: str) -> str:
-    """The program the .bat scripts run with Windows Script Host (conda ignores this folder)."""
-    return f"etc/conda/envfactory/envfactory-{combo}.js"
+def core_source() -> str:
+    """The core, verbatim: the environment's Python runs exactly the module envfactory uses."""
+    return Path(core.__file__).read_text(encoding="utf-8")
 
 
-def _context(plan: ActivationPlan, phase: str, shell: str) -> dict[str, Any]:
-    core = (templates_dir() / "activation" / "envfactory_core.py").read_text(encoding="utf-8")
+def _context(plan: ActivationPlan, phase: str, shell: Shell) -> dict[str, Any]:
     return {
         "version": __version__,
         "combo": plan.combo,
         "platform": plan.platform,
         "phase": phase,
-        "plan": plan,
-        "runtime": plan.runtime(),
-        "awk_relpath": awk_relpath(plan.combo),
-        "core_source": core,
-        "state_prefix": STATE_PREFIX,
+        "emitter": EMITTER[shell],
+        "core_relpath": CORE_RELPATH,
     }
 
 
@@ -220,7 +177,7 @@ def render_script(
     phase: Literal["activate", "deactivate"],
     templates: Path | None = None,
 ) -> RenderedFile:
-    """One script of ``plan``; ``templates``: a folder with ``script.<shell>.j2`` to use instead
+    """One stub of ``plan``; ``templates``: a folder with ``script.<shell>.j2`` to use instead
     of the shipped ``templates/activation``."""
     name = f"activation/script.{shell}.j2"
     if templates is not None:
@@ -232,36 +189,23 @@ def render_script(
 
 
 def activation_scripts(combo: Combo, platform: Platform) -> list[RenderedFile]:
-    """Every activate.d/deactivate.d script (and the shared awk program) for ``combo``.
+    """Every activate.d/deactivate.d stub, the plan and the core for ``combo``.
 
     Paths are relative to an environment prefix, sorted; contents are deterministic.
     """
     plan = plan_for(combo, platform)
-    files: list[RenderedFile] = []
+    files = [RenderedFile(CORE_RELPATH, core_source())]
+    plan_json = json.dumps(plan.runtime(), sort_keys=True, ensure_ascii=True)
+    files.append(RenderedFile(plan_relpath(plan.combo), plan_json + "\n"))
     for shell in plan.shells:
         files.append(render_script(plan, shell, "activate"))
         files.append(render_script(plan, shell, "deactivate"))
-    if os_of(platform) == "linux":
-        content = render_template("activation/envfactory.awk.j2", _context(plan, "both", "awk"))
-        files.append(RenderedFile(awk_relpath(plan.combo), content))
-    if "bat" in plan.shells:
-        content = render_template("activation/envfactory.js.j2", _context(plan, "both", "js"))
-        files.append(RenderedFile(js_relpath(plan.combo), content))
     return sorted(files, key=lambda f: f.relpath)
 
 
 def install_activation(prefix: Path, combo: Combo, platform: Platform) -> list[Path]:
-    """Write the activation scripts into ``prefix`` atomically; return the paths written."""
+    """Write the activation files into ``prefix`` atomically; return the paths written."""
     files = activation_scripts(combo, platform)
     targets = [(prefix / f.relpath, f.content) for f in files]
     atomic_write_many(targets)
     return [path for path, _ in targets]
-
-
-def scripts_by_shell(files: Sequence[RenderedFile]) -> dict[str, RenderedFile]:
-    """``{"activate.sh": file, ...}``: a lookup for callers that want one script."""
-    out: dict[str, RenderedFile] = {}
-    for f in files:
-        phase = f.relpath.split("/")[2].removesuffix(".d")
-        out[f"{phase}.{f.relpath.rsplit('.', 1)[1]}"] = f
-    return out

@@ -1,11 +1,12 @@
-"""Quoting for the activation scripts: one function per shell, each returning a literal that the
-shell reads back as exactly ``text``. Templates never hand-quote; they use these as filters.
+"""Quoting for the activation stubs and the test harness: each function returns a literal that
+its shell reads back as exactly ``text``. The rules are the core's (activation/core.py), the
+same ones its emitters use, so a template and the core never disagree. Templates never
+hand-quote; they use these as filters.
 """
 
 from __future__ import annotations
 
-import json
-
+from envfactory.activation import core
 from envfactory.errors import EnvfactoryError
 
 
@@ -15,52 +16,30 @@ class UnquotableError(EnvfactoryError):
 
 def sh(text: str) -> str:
     """POSIX sh (bash, zsh, dash): single quotes; a quote is written as ``'\\''``."""
-    return "'" + text.replace("'", "'\\''") + "'"
+    return core.sh_quote(text)
 
 
 def fish(text: str) -> str:
     """fish: single quotes, in which only backslash and the quote need a backslash."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return core.fish_quote(text)
 
 
 def csh(text: str) -> str:
-    """csh/tcsh: single quotes; ``!`` still triggers history substitution there, so ``\\!``."""
-    if "\n" in text:
-        raise UnquotableError(f"a csh literal cannot hold a newline: {text!r}")
-    return "'" + text.replace("'", "'\\''").replace("!", "\\!") + "'"
+    """csh/tcsh: single quotes, ``\\!`` for history's ``!``; a line break cannot be written."""
+    try:
+        return core.csh_quote(text)
+    except core.Refused as err:
+        raise UnquotableError(f"{err}: {text!r}") from None
 
 
 def powershell(text: str) -> str:
-    """PowerShell: single-quoted string; a quote (any of the typographic ones) is doubled."""
-    out = []
-    for char in text:
-        out.append(char * 2 if char in "'\u2018\u2019\u201a\u201b" else char)
-    return "'" + "".join(out) + "'"
+    """PowerShell: an ASCII expression (quoted runs and ``[char]`` code units)."""
+    return core.powershell_expr(text)
 
 
 def xonsh(text: object) -> str:
-    """xonsh (Python syntax): a Python literal (str, or plain data such as the plan)."""
+    """xonsh (Python syntax): a Python literal (str, or plain data)."""
     return repr(text)
 
 
-def jscript(value: object) -> str:
-    """JScript (ES3, Windows Script Host): a JSON literal of plain data, ASCII only (``\\uXXXX``
-    escapes), so the file reads the same whatever code page WSH assumes."""
-    return json.dumps(value, ensure_ascii=True)
-
-
-def awk(text: str) -> str:
-    """awk: a double-quoted string literal."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return '"' + escaped + '"'
-
-
-FILTERS = {
-    "sh": sh,
-    "fish": fish,
-    "csh": csh,
-    "powershell": powershell,
-    "xonsh": xonsh,
-    "awk": awk,
-    "jscript": jscript,
-}
+FILTERS = {"sh": sh, "fish": fish, "csh": csh, "powershell": powershell, "xonsh": xonsh}

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from envfactory.activation.plan import is_foreign_cuda
 from envfactory.catalog.model import Catalog, Combo, Platform, os_of
 from envfactory.diagnose.compat import CompatResult, GpuSpec, check, parse_driver
 from envfactory.diagnose.explain import explain
@@ -26,7 +27,6 @@ from envfactory.diagnose.probes import (
     PrefixPackages,
     SearchDir,
     TfCheck,
-    foreign_cuda_dirs,
     inside_prefix,
     library_names,
     locate,
@@ -518,7 +518,10 @@ def diagnose(
     environ = probes.environ()
     findings, compat = _gpu_findings(catalog, combo, platform, machine)
     dirs = search_dirs(os_name, environ, prefix_text, cwd=None)
-    foreign = foreign_cuda_dirs(variable_dirs(os_name, environ), os_name, prefix_text)
+    # the activation's own rule, so doctor reports exactly what the scripts take off
+    foreign = [
+        d for d in variable_dirs(os_name, environ) if is_foreign_cuda(d.path, os_name, prefix_text)
+    ]
     for d in foreign:
         findings.append(
             Finding(

@@ -80,7 +80,7 @@ def bat_literal(value: str) -> str | None:
     """``value`` inside ``set "NAME=..."`` in a .bat file, or None when cmd cannot read it back
     exactly from the file (non-ASCII: cmd reads batch files in the OEM code page). ``%``
     doubles; a ``"`` in the value ends the quoted part, so up to the next one the characters
-    cmd treats specially get a caret (the same rule as the .bat's JScript program)."""
+    cmd treats specially get a caret (the same rule as the core's cmd emitter)."""
     out, quoted = [], True
     for char in value:
         if not (" " <= char <= "~" or char == "\t"):
