@@ -458,12 +458,13 @@ def _cmd_sources(env, text, own):
 
 def emit_cmd(changes, env, delayed=False):
     # type: (dict[str, str | None], dict[str, str], bool) -> str
-    """A .bat of ``@set "NAME=VALUE"`` lines that cmd reads back as exactly VALUE, pure ASCII
+    """A .bat of ``@set NAME=VALUE`` lines that cmd reads back as exactly VALUE, pure ASCII
     (cmd reads batch files in the OEM code page): runs of characters outside ASCII are copied,
     as substrings of the variables that hold them now, into the helper _EFY_U on the first
-    line, and taken from there. In the quoted part only % is special (doubled); a " in the
-    value ends the quoted part, so until the next " the characters cmd treats specially get a
-    caret. Refused: control characters, a "!" while delayed expansion is on, a line over
+    line, and taken from there. No quotes around the assignment: every character cmd treats
+    specially, the quote included, gets a caret, % is doubled. (Wine's cmd does not toggle
+    caret processing at quotes inside ``set "..."`` as cmd does: this form reads the same on
+    both.) Refused: control characters, a "!" while delayed expansion is on, a line over
     8191 characters, a character no variable holds."""
     refs, at, size = [], {}, [0]  # type: list[str], dict[str, int], list[int]
 
@@ -488,10 +489,10 @@ def emit_cmd(changes, env, delayed=False):
         _check_name(name)
         if not value:  # cmd has no empty variables
             if name in env:
-                lines.append('@set "' + name + '="')
+                lines.append("@set " + name + "=")
             continue
         _no_surrogates(name, value, "cmd")
-        out, quoted, i = ['@set "' + name + "="], True, 0
+        out, i = ["@set " + name + "="], 0
         while i < len(value):
             char = value[i]
             if ord(char) > 126:
@@ -510,16 +511,14 @@ def emit_cmd(changes, env, delayed=False):
                 raise Refused(name + ' would hold a "!" and delayed expansion is on')
             if char == "%":
                 char = "%%"
-            elif char == '"':
-                quoted = not quoted
-            elif not quoted and char in "^&|<>()":
+            elif char in '^&|<>()"':
                 char = "^" + char
             out.append(char)
             i += 1
-        lines.append("".join(out) + '"')
+        lines.append("".join(out))
     if refs:
-        lines.insert(0, '@set "_EFY_U=' + "".join(refs) + '"')
-        lines.append('@set "_EFY_U="')
+        lines.insert(0, "@set _EFY_U=" + "".join(refs))
+        lines.append("@set _EFY_U=")
     for line in lines:
         if len(line) > CMD_MAX_LINE:
             raise Refused(
