@@ -2,7 +2,8 @@
 kernel it did not write for this prefix (refuses, or ``--replace``), kernel names are plain
 names, and the prefix reaches the kernel literally -- jupyter_client substitutes ``$NAME`` in a
 kernelspec's env (``string.Template.safe_substitute``, modelled here exactly) and ``{field}`` in
-its argv. A damaged ``conda-meta/envfactory.json`` is an error with a hint, not a traceback."""
+its argv. A damaged ``conda-meta/envfactory.json`` is an error with a hint, not a traceback,
+for kernel and verify alike."""
 
 from __future__ import annotations
 
@@ -150,3 +151,9 @@ def test_a_damaged_marker_is_an_error_with_a_hint(
     proc = kernel("-p", str(prefix), data=tmp_path / "jupyter")
     assert_refused(proc, expected, "hint: recreate the environment")
     assert not (tmp_path / "jupyter").exists()
+    verify = subprocess.run(
+        [ENVFACTORY, "verify", str(prefix)], capture_output=True, text=True, timeout=60
+    )
+    if expected == "is not UTF-8":  # verify reads the marker leniently; then it is not JSON
+        expected = "is not JSON"
+    assert_refused(verify, expected, "hint: recreate the environment")

@@ -19,11 +19,12 @@ import json
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from envfactory import untrusted
 from envfactory.build.checks import LockedPackage
 from envfactory.build.create import MARKER
-from envfactory.catalog.model import Platform, host_platform
+from envfactory.catalog.model import PLATFORMS, Platform, host_platform
 from envfactory.errors import EnvfactoryError, UserInputError
 
 
@@ -126,11 +127,14 @@ def _pip_records(prefix: Path) -> list[Installed]:
 
 def _lock_of(prefix: Path, lock: Path | None) -> tuple[Path, Platform | None]:
     marker = prefix / "conda-meta" / MARKER
-    recorded = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {}
+    recorded: dict[str, str] = {}
+    if marker.is_file():  # a damaged marker is an error with a hint (untrusted.parse_marker)
+        text = marker.read_bytes().decode("utf-8", "replace")
+        recorded = untrusted.parse_marker(text, str(marker), PLATFORMS)
     if lock is not None:
-        return lock, recorded.get("platform")
+        return lock, cast(Platform | None, recorded.get("platform"))
     if "lock" in recorded:
-        return Path(recorded["lock"]), recorded.get("platform")
+        return Path(recorded["lock"]), cast(Platform, recorded["platform"])
     raise UserInputError(
         f"{prefix} does not say which lock built it", "pass --lock path/to/conda-lock.yml"
     )
