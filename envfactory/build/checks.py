@@ -246,8 +246,23 @@ def refuse(combo: str, platform: str, problems: Iterable[Problem]) -> ToolError:
     )
 
 
-def solver_hint(message: str, virtual_packages: Mapping[str, str]) -> str:
-    """A plain-words next step for a solver's 'no solution' explanation."""
+def absent_names(message: str) -> list[str]:
+    """Packages a solver's explanation says it found no candidates for."""
+    absent = re.findall(r"No candidates were found for ([^\s.]+)", message)
+    absent += re.findall(r"([\w.-]+) [^\n]*, for which no candidates were found", message)
+    return list(dict.fromkeys(absent))
+
+
+def solver_hint(
+    message: str,
+    virtual_packages: Mapping[str, str],
+    offered: Mapping[str, Sequence[str]] | None = None,
+    wanted: Mapping[str, Sequence[str]] | None = None,
+) -> str:
+    """A plain-words next step for a solver's 'no solution' explanation. ``offered`` holds the
+    versions the channels do have of a package the solver found no candidates for, ``wanted``
+    the specs that asked for it and whose they are; together they say which spec excludes what
+    the channels offer, instead of 'no channel offers X'."""
     missing_virtual = sorted(set(re.findall(r"(__\w+)[^\n]*no candidates", message)))
     if missing_virtual:
         have = ", ".join(f"{k}={v}" for k, v in virtual_packages.items()) or "none"
@@ -257,13 +272,24 @@ def solver_hint(message: str, virtual_packages: Mapping[str, str]) -> str:
             "combo's own virtual packages (drop --virtual-package-spec) or pick a combo whose "
             "CUDA matches"
         )
-    absent = sorted(set(re.findall(r"No candidates were found for ([^\s.]+)", message)))
-    absent += sorted(
-        set(re.findall(r"([\w.-]+) [^\n]*, for which no candidates were found", message))
-    )
+    absent = absent_names(message)
+    offered = offered or {}
+    excluded = [n for n in absent if offered.get(n)]
+    if excluded:
+        lines = []
+        for name in excluded:
+            versions = list(offered[name])
+            shown = ("... " if len(versions) > 8 else "") + ", ".join(versions[-8:])
+            asks = "; ".join((wanted or {}).get(name, [])) or "a dependency"
+            lines.append(f"the channels offer {name} {shown}, but {asks} excludes them")
+        return (
+            "; ".join(lines)
+            + "; change that spec, or point the channel map (--channel-map NAME=URL) at a channel "
+            "that holds the version asked for"
+        )
     if absent:
         return (
-            f"no channel offers {', '.join(dict.fromkeys(absent))}; check the channel map "
+            f"no channel offers {', '.join(absent)}; check the channel map "
             "(--channel-map NAME=URL) points at a channel or mirror that holds it"
         )
     return (

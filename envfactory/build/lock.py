@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Literal
 
 from envfactory import __version__
 from envfactory.build.channels import ChannelMap
-from envfactory.build.checks import LockedPackage, check_solution, refuse, solver_hint
+from envfactory.build.checks import (
+    LockedPackage,
+    absent_names,
+    check_solution,
+    refuse,
+    solver_hint,
+)
 from envfactory.build.lockmeta import LockMetadata
 from envfactory.build.render import (
     NO_ADDITIONS,
@@ -131,7 +137,27 @@ class LockRequest:
             )
         return dict(sorted(chosen.items()))
 
-    def regenerate(self) -> str:
+    def regenerate(self, full: bool = False) -> str:
+        """The command that makes this lock again. The short form (written into the lock files)
+        names the combo and what differs from its defaults; ``full`` adds every option that
+        changes the lock and lives outside the catalog and envfactory.yaml: the channel map of
+        the channels in use and the pip index (``lock --check`` prints it)."""
+        base = self._regenerate_base()
+        if not full:
+            return base
+        import shlex
+
+        used = dict.fromkeys(c for p in self.platforms for c in self.channels(p))
+        extra = [
+            f"--channel-map {shlex.quote(f'{name}={self.channel_map.overrides[name]}')}"
+            for name in used
+            if name in self.channel_map.overrides
+        ]
+        if self.pip_index is not None and any(self.pip_requirements(p) for p in self.platforms):
+            extra.append(f"--pip-index {shlex.quote(self.pip_index)}")
+        return " ".join([base, *extra])
+
+    def _regenerate_base(self) -> str:
         if not self.additions.empty:
             # Platforms and python come from envfactory.yaml, so the name is the whole command.
             solver = f" --solver {self.solver}" if self.solver != "rattler" else ""
@@ -145,6 +171,32 @@ class LockRequest:
         if self.solver != "rattler":
             parts.append(f"--solver {self.solver}")
         return " ".join(parts)
+
+    def spec_origins(self, platform: Platform) -> dict[str, list[str]]:
+        """For each package name, the specs of this lock that ask for it and whose they are
+        (for no-solution hints)."""
+        from envfactory.build.checks import dependency_name
+
+        spec = self.spec(platform)
+        out: dict[str, list[str]] = {}
+
+        def add(text: str, whose: str) -> None:
+            name = dependency_name(text.split("::", 1)[-1])
+            out.setdefault(name, []).append(f"'{text}' ({whose})")
+
+        python_whose = (
+            f"the python of {self.combo.name}"
+            if self.python == self.combo.python_default
+            else "--python"
+        )
+        add(f"python={self.python}", python_whose)
+        for pin in spec.conda:
+            add(pin.qualified_spec, f"{self.combo.name}'s pin, sources: {', '.join(pin.sources)}")
+        for text in self.additions.conda:
+            add(text, f"added by envfactory.yaml ({self.name})")
+        for c in self.constraints(platform):
+            add(c.conda_spec, f"companion constraint, sources: {', '.join(c.sources)}")
+        return out
 
     def combined_specs(self, platform: Platform) -> list[str]:
         """The combo's conda specs with the additions before ``pip`` (added when only the
@@ -244,9 +296,11 @@ def solve_platform(
             constraints=request.conda_constraints(platform),
         )
     except rattler_adapter.Unsatisfiable as exc:
+        absent = absent_names(exc.explanation)
+        offered = rattler_adapter.offered_versions(absent, channels, platform) if absent else {}
         raise ToolError(
             f"no solution for {request.name} on {platform}:\n{_plain(exc.explanation)}",
-            solver_hint(exc.explanation, vpkgs),
+            solver_hint(exc.explanation, vpkgs, offered, request.spec_origins(platform)),
         ) from None
     problems = check_solution(spec, packages, rattler_adapter.matches)
     if problems:

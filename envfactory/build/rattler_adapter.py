@@ -106,6 +106,32 @@ def solve(
     return sorted((_locked(r, platform) for r in records), key=lambda p: p.name)
 
 
+def offered_versions(
+    names: Sequence[str], channels: Sequence[str], platform: Platform
+) -> dict[str, list[str]]:
+    """The versions of each package the channels hold for ``platform`` (and noarch), oldest
+    first; empty when the channels cannot be read (the caller is already explaining a failure)."""
+    wanted = sorted(set(names))
+
+    async def run() -> list[list[RepoDataRecord]]:
+        result = await rattler.Gateway().query(
+            list(channels), [platform, "noarch"], wanted, recursive=False
+        )
+        return [list(group) for group in result]
+
+    try:
+        groups = asyncio.run(run())
+    except (GatewayError, InvalidMatchSpecError, ValueError):
+        return {}
+    found: dict[str, set[str]] = {n: set() for n in wanted}
+    for group in groups:
+        for record in group:
+            name = record.name.normalized
+            if name in found:
+                found[name].add(str(record.version))
+    return {n: sorted(v, key=Version) for n, v in found.items()}
+
+
 def _locked(record: RepoDataRecord, platform: Platform) -> LockedPackage:
     return LockedPackage(
         manager="conda",

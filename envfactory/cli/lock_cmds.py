@@ -185,7 +185,7 @@ def lock(
                     "lock": str(t.directory / "conda-lock.yml"),
                     "fresh": r.fresh,
                     "reasons": list(r.reasons),
-                    "regenerate": t.request.regenerate(),
+                    "regenerate": _regenerate(t.request, virtual_package_spec, out),
                 }
                 for t, r in results
             }
@@ -203,7 +203,7 @@ def lock(
             console.print(f"{path} is stale: {t.label}")
             for reason in r.reasons:
                 console.print(f"  {reason}")
-            console.print(f"regenerate: {t.request.regenerate()}")
+            console.print(f"regenerate: {_regenerate(t.request, virtual_package_spec, out)}")
         return EXIT_OK if all_fresh else EXIT_BAD_INPUT
 
     views_out: dict[str, Any] = {}
@@ -534,3 +534,15 @@ def register(app: typer.Typer) -> None:
     app.command("create")(create)
     app.command("verify")(verify)
     app.add_typer(cache_app)
+
+
+def _regenerate(request: LockRequest, virtual_package_spec: Path | None, out: Path | None) -> str:
+    """The full regenerate command, with the options only this command line knows."""
+    import shlex
+
+    parts = [request.regenerate(full=True)]
+    if virtual_package_spec is not None:
+        parts.append(f"--virtual-package-spec {shlex.quote(str(virtual_package_spec))}")
+    if out is not None:
+        parts.append(f"-o {shlex.quote(str(out))}")
+    return " ".join(parts)
