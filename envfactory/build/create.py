@@ -70,22 +70,6 @@ _SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")
 _PIP_NAME = re.compile(r"\A[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\Z")
 
 
-def resolve_lock(target: str, locks_dir: Path = Path("locks")) -> Path:
-    """``target`` is a lockfile path or a combo name (``locks/<combo>/conda-lock.yml``)."""
-    path = Path(target)
-    if path.is_file():
-        return path
-    if path.is_dir() and (path / "conda-lock.yml").is_file():
-        return path / "conda-lock.yml"
-    candidate = locks_dir / target / "conda-lock.yml"
-    if candidate.is_file():
-        return candidate
-    raise UserInputError(
-        f"no lockfile found for '{target}' (looked for {path} and {candidate})",
-        f"run 'envfactory lock {target}' first, or pass the path of a conda-lock.yml",
-    )
-
-
 @dataclass(frozen=True)
 class CreateResult:
     prefix: Path

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -244,22 +242,6 @@ def lock(
     return EXIT_OK
 
 
-_PLAIN_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.+\-]*\Z")
-
-
-def _named_prefix(name: str) -> Path:
-    """``-n NAME``: the first directory of CONDA_ENVS_PATH, else ~/.conda/envs (where conda
-    looks for named environments too). NAME is a plain name, never a path."""
-    if not _PLAIN_NAME.match(name) or name in (".", ".."):
-        raise UserInputError(
-            f"-n takes a plain environment name, not {name!r}",
-            "letters, digits, '_', '.', '+' and '-'; for a path use -p PREFIX",
-        )
-    envs = os.environ.get("CONDA_ENVS_PATH", "").split(os.pathsep)[0]
-    base = Path(envs) if envs else Path.home() / ".conda" / "envs"
-    return base / name
-
-
 class _CacheBar:
     """A rich progress bar on stderr for the package cache (downloads and extraction)."""
 
@@ -349,26 +331,20 @@ def create(
     A project environment without -p/-n goes to envs/ENV next to envfactory.yaml.
     """
     from envfactory.build.channels import CONFIG_FILE, load_channel_map
-    from envfactory.build.create import create_environment, resolve_lock
-    from envfactory.project.manifest import find_project
+    from envfactory.build.create import create_environment
+    from envfactory.project.targets import lock_target, named_prefix
 
     if prefix is not None and name is not None:
         raise UserInputError("give exactly one of -p PREFIX and -n NAME", "e.g. -p ./envs/tf114")
-    project = find_project(project_file)
-    where: Path | None = prefix if prefix is not None else None
-    if name is not None:
-        where = _named_prefix(name)
-    if project is not None and target in project.environments:
-        env = project.environment(target)
-        lock_path = resolve_lock(target, locks_dir or project.locks_dir)
-        where = where or project.default_prefix(env.name)
-        note(f"{target}: project environment of {project.path} (combo {env.combo.name})")
-    else:
-        if where is None:
-            raise UserInputError(
-                "give exactly one of -p PREFIX and -n NAME", "e.g. -p ./envs/tf114"
-            )
-        lock_path = resolve_lock(target, locks_dir or Path("locks"))
+    chosen_target = lock_target(target, project_file=project_file, locks_dir=locks_dir)
+    project = chosen_target.project
+    lock_path = chosen_target.lock
+    where = prefix if name is None else named_prefix(name)
+    where = where or chosen_target.default_prefix
+    if where is None:
+        raise UserInputError("give exactly one of -p PREFIX and -n NAME", "e.g. -p ./envs/tf114")
+    if project is not None:
+        note(chosen_target.describe())
     chosen: Platform | None = parse_platform(platform) if platform else None
     config = project.directory / CONFIG_FILE if project is not None else None
     cmap = load_channel_map(channel_map, config=config)

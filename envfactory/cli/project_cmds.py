@@ -40,8 +40,9 @@ def mirror(
     envfactory create ENV --channel-map NAME=file://DIRECTORY --pip-index DIRECTORY/wheels
     """
     from envfactory.build.mirror import mirror_lock
+    from envfactory.project.targets import lock_target
 
-    lock_path = _lock_of(target, project_file, locks_dir)
+    lock_path = lock_target(target, project_file=project_file, locks_dir=locks_dir).lock
     note(f"mirroring {lock_path} into {directory}")
     result = mirror_lock(
         lock_path,
@@ -68,16 +69,6 @@ def mirror(
     console.print(f"mirrored {len(result.outcomes)} files into {result.directory} ({counts})")
     console.print(f"create from it: {command}")
     return EXIT_OK
-
-
-def _lock_of(target: str, project_file: Path | None, locks_dir: Path | None) -> Path:
-    from envfactory.build.create import resolve_lock
-    from envfactory.project.manifest import find_project
-
-    project = find_project(project_file)
-    if project is not None and target in project.environments:
-        return resolve_lock(target, locks_dir or project.locks_dir)
-    return resolve_lock(target, locks_dir or Path("locks"))
 
 
 def kernel(
@@ -107,22 +98,11 @@ def kernel(
     PATH, LD_LIBRARY_PATH, CUDA_PATH and TF_CPP_MIN_LOG_LEVEL as the activate.d scripts set
     them (Jupyter does not run those scripts for kernels)."""
     from envfactory.activation.kernel import TARGETS, install_kernel
-    from envfactory.project.manifest import find_project
+    from envfactory.project.targets import prefix_target
 
     if where not in TARGETS:
         raise UserInputError(f"unknown --target '{where}'", f"use one of: {', '.join(TARGETS)}")
-    chosen = prefix
-    if chosen is None:
-        project = find_project(project_file)
-        if project is not None and target in project.environments:
-            chosen = project.default_prefix(target)
-        elif Path(target).is_dir():
-            chosen = Path(target)
-        else:
-            raise UserInputError(
-                f"'{target}' is neither an environment of a project here nor a prefix",
-                "pass -p PREFIX, or run in the directory of envfactory.yaml",
-            )
+    chosen = prefix if prefix is not None else prefix_target(target, project_file=project_file)
     result = install_kernel(chosen, cast("Any", where), name, display_name, replace=replace)
     if as_json:
         print_json({"name": result.name, "path": str(result.path), "kernel": result.spec})

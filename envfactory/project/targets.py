@@ -1,0 +1,106 @@
+"""What a command acts on, decided once: a project environment, a combo, a lockfile or a prefix.
+
+``create``, ``mirror``, ``kernel`` and ``lock --check`` take a NAME that may be several things.
+The rule, the same for every command:
+
+1. an environment of the project (``envfactory.yaml`` found from the working directory, or
+   ``--project``) wins: its lock is ``locks/ENV/conda-lock.yml`` next to the manifest and its
+   default prefix ``envs/ENV``;
+2. else an existing path: a ``conda-lock.yml`` file, or a directory holding one;
+3. else a combo name: ``locks/COMBO/conda-lock.yml`` under ``--locks-dir`` (default ``./locks``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from envfactory.errors import UserInputError
+from envfactory.project.manifest import Project, find_project
+
+LOCK_FILE = "conda-lock.yml"
+TargetKind = Literal["project environment", "combo", "lockfile"]
+
+
+@dataclass(frozen=True)
+class LockTarget:
+    """A lock to act on, and where it came from."""
+
+    name: str
+    kind: TargetKind
+    lock: Path
+    #: where ``create`` puts the environment without -p/-n (project environments only)
+    default_prefix: Path | None = None
+    project: Project | None = None
+
+    def describe(self) -> str:
+        if self.kind == "project environment" and self.project is not None:
+            env = self.project.environment(self.name)
+            return (
+                f"{self.name}: project environment of {self.project.path} (combo {env.combo.name})"
+            )
+        return f"{self.name}: {self.kind} ({self.lock})"
+
+
+def lock_target(
+    target: str, *, project_file: Path | None = None, locks_dir: Path | None = None
+) -> LockTarget:
+    """Resolve NAME to its lock by the rule above; a lock that does not exist yet is an error
+    whose hint says how to make it."""
+    project = find_project(project_file)
+    if project is not None and target in project.environments:
+        lock = (locks_dir or project.locks_dir) / target / LOCK_FILE
+        if not lock.is_file():
+            raise UserInputError(
+                f"project environment '{target}' has no lock yet ({lock} does not exist)",
+                f"run 'envfactory lock {target}' in {project.directory}",
+            )
+        return LockTarget(
+            target, "project environment", lock, project.default_prefix(target), project
+        )
+    path = Path(target)
+    if path.is_file():
+        return LockTarget(target, "lockfile", path)
+    if path.is_dir() and (path / LOCK_FILE).is_file():
+        return LockTarget(target, "lockfile", path / LOCK_FILE)
+    candidate = (locks_dir or Path("locks")) / target / LOCK_FILE
+    if candidate.is_file():
+        return LockTarget(target, "combo", candidate)
+    where = f"no environment '{target}' in {project.path}, " if project is not None else ""
+    raise UserInputError(
+        f"no lockfile found for '{target}' ({where}no file {path}, no {candidate})",
+        f"run 'envfactory lock {target}' first, or pass the path of a {LOCK_FILE}",
+    )
+
+
+_PLAIN_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.+\-]*\Z")
+
+
+def named_prefix(name: str) -> Path:
+    """``-n NAME``: the first directory of CONDA_ENVS_PATH, else ~/.conda/envs (where conda
+    looks for named environments too). NAME is a plain name, never a path."""
+    if not _PLAIN_NAME.fullmatch(name) or name in (".", ".."):
+        raise UserInputError(
+            f"-n takes a plain environment name, not {name!r}",
+            "letters, digits, '_', '.', '+' and '-'; for a path use -p PREFIX",
+        )
+    envs = os.environ.get("CONDA_ENVS_PATH", "").split(os.pathsep)[0]
+    base = Path(envs) if envs else Path.home() / ".conda" / "envs"
+    return base / name
+
+
+def prefix_target(target: str, *, project_file: Path | None = None) -> Path:
+    """Resolve NAME to an environment's directory: a project environment's default prefix, else
+    an existing directory."""
+    project = find_project(project_file)
+    if project is not None and target in project.environments:
+        return project.default_prefix(target)
+    if Path(target).is_dir():
+        return Path(target)
+    raise UserInputError(
+        f"'{target}' is neither an environment of a project here nor a directory",
+        "pass -p PREFIX, or run in the directory of envfactory.yaml",
+    )
