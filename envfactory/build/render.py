@@ -154,6 +154,25 @@ def _header(
     return lines
 
 
+def _cudnn_note(spec: EnvironmentSpec) -> list[str]:
+    """Say why the cudnn pin is not the version in the combo line, where its minor differs."""
+    tested = spec.combo.cudnn.value
+
+    def series(version: str) -> tuple[str, ...]:
+        return tuple(version.split(".")[:2])
+
+    pinned = [
+        p.version for p in spec.conda if p.name == "cudnn" and series(p.version) != series(tested)
+    ]
+    if not pinned:
+        return []
+    return [
+        f"cuDNN {pinned[0]} is pinned although TensorFlow was tested with {tested}: the same "
+        f"major with a later minor, which cuDNN supports (code built against {tested} runs on "
+        f"it); 'envfactory show {spec.combo.name}' gives the pin's source."
+    ]
+
+
 def _pin_comment(pin: CondaPin | PipPin) -> str | None:
     if pin.confirmed:
         return None
@@ -175,6 +194,7 @@ def _environment_context(
     what = f"environment for {', '.join(platforms)}"
     header = _header(first.combo, first.python, what, additions, regenerate)
     header.append(f"Route: {ROUTE_TITLES[route.route.value]}.")
+    header += _cudnn_note(first)
     pins: list[CondaPin | PipPin] = [*first.conda, *first.pip]
     if not all(pin.confirmed for pin in pins):
         header.append(
