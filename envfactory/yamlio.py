@@ -155,23 +155,28 @@ def check_bounds(
     nests deeper than ``MAX_DEPTH``. Syntax errors are left to the loader, which reports them
     with a line. ``parser`` is the library that will load the text (their grammars differ at
     the edges, so the check reads the text the way the loader will)."""
-    if parser == "pyyaml":
-        import yaml  # type: ignore[import-untyped,unused-ignore]
-
-        # The pure-Python parser streams its events; libyaml's scans a whole flow collection
-        # before the first one (and stops at its own nesting limit of 1000 with a syntax error).
-        events: Iterable[Any] = yaml.parse(text, Loader=yaml.SafeLoader)
-        errors: tuple[type[Exception], ...] = (yaml.YAMLError,)
-    else:
-        events = YAML(typ="rt").parse(text)
-        errors = (YAMLError,)
     hint = (
         "this file is not one envfactory or conda-lock writes; regenerate it "
         "(a YAML file with deep nesting or alias bombs is refused, see docs/security.md)"
     )
+    if parser == "pyyaml":
+        import yaml  # type: ignore[import-untyped,unused-ignore]
+
+        # libyaml's parser first (a 290 KB lock: 0.09 s, against 1.3 s in Python). It scans a
+        # whole flow collection before its first event and stops at its own nesting limit
+        # (1000) with a syntax error; then the pure-Python parser, which streams, says why.
+        for loader in (getattr(yaml, "CSafeLoader", None), yaml.SafeLoader):
+            if loader is None:
+                continue
+            try:
+                _walk(yaml.parse(text, Loader=loader), name, hint, error)
+                return
+            except yaml.YAMLError:
+                continue
+        return  # the loader reports the syntax error, with its line
     try:
-        _walk(events, name, hint, error)
-    except errors:
+        _walk(YAML(typ="rt").parse(text), name, hint, error)
+    except YAMLError:
         return  # the loader reports the syntax error, with its line
 
 
