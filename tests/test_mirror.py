@@ -318,3 +318,32 @@ def test_the_hint_names_a_part_file_only_when_there_is_one(tmp_path: Path) -> No
         fetch_verified(pkg, tmp_path / "linux-64" / "a-1-0.tar.bz2", session)
     assert info.value.hint is not None and ".part" not in info.value.hint
     assert not list((tmp_path / "linux-64").glob("*.part"))
+
+
+def test_mirror_and_create_share_the_package_cache(http_server: Server, tmp_path: Path) -> None:
+    """Archives mirror downloads go into the package cache; create then needs no network, and
+    a second mirror copies them from the cache."""
+    from crafted import Crafted, write_crafted, write_lock
+
+    from envfactory.build.create import create_environment
+    from envfactory.build.pkgcache import CacheLocation, PackageCache
+    from envfactory.build.verify import verify_environment
+
+    pkgs = [Crafted(f"s{i}", files={f"share/s{i}.txt": f"{i}\n".encode()}) for i in range(3)]
+    archives = {write_crafted(http_server.root / "c", p): p for p in pkgs}
+    lock = write_lock(tmp_path / "lock", archives)
+    lock.write_text(
+        lock.read_text().replace(
+            (http_server.root / "c").resolve().as_uri(), f"{http_server.url}/c"
+        )
+    )
+    cache = PackageCache(CacheLocation(tmp_path / "cache"))
+    first = mirror_lock(lock, tmp_path / "m1", cache=cache)
+    assert first.count("downloaded") == 3
+    for path in archives:
+        assert (tmp_path / "cache" / path.name).read_bytes() == path.read_bytes()
+    shutil.rmtree(http_server.root / "c")  # the network is gone
+    create_environment(lock, tmp_path / "env", platform="linux-64", cache=cache)
+    assert verify_environment(tmp_path / "env").identical
+    second = mirror_lock(lock, tmp_path / "m2", cache=cache)
+    assert second.count("cached") == 3

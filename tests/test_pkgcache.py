@@ -293,3 +293,25 @@ def test_cache_info_and_clean(tmp_path: Path) -> None:
     assert (cache / "pkg0-1.0-h0_0").is_dir() and not (cache / "pkg1-1.0-h0_0").exists()
     # the prefix does not depend on the cache: hard links keep the files
     assert verify_environment(tmp_path / "env").identical
+
+
+def test_extraction_runs_on_a_pool_of_about_the_core_count(tmp_path: Path) -> None:
+    import threading
+
+    from envfactory.build.pkgcache import callbacks, workers
+
+    many = [Crafted(f"q{i:02d}", files=payload(f"q{i:02d}")) for i in range(3 * workers() + 5)]
+    lock = crafted_lock(tmp_path, many)
+    seen: list[int] = []
+
+    def fetched(_name: str, _n: int, _outcome: str) -> None:
+        names = [t.name for t in threading.enumerate()]
+        seen.append(sum(1 for n in names if n.startswith("envfactory-pkg")))
+
+    progress = callbacks(lambda _total: None, fetched)
+    create_environment(
+        lock, tmp_path / "env", platform="linux-64", cache=cache_at(tmp_path / "c"),
+        cache_progress=progress,
+    )  # fmt: skip
+    assert len(seen) == len(many)
+    assert 1 <= max(seen) <= workers()
