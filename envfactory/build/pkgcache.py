@@ -42,7 +42,6 @@ import struct
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
@@ -598,9 +597,12 @@ class PackageCache:
         """Make sure every package is in the cache, checked; return a lease holding a shared
         lock on each entry until it is closed (so no other process replaces one meanwhile).
 
-        A bounded pool (``workers()``) fetches and extracts. On any failure or interrupt the
-        queued work is cancelled and the running work is waited for before this returns, so
-        no thread writes into a staging directory after it was removed."""
+        Entries already there cost a lock and a look. The others are fetched, extracted and
+        checked by a bounded pool of worker processes (``workers()``; processes, because
+        rattler's extraction holds the GIL). On a failure or an interrupt the queued work is
+        cancelled and the running work is waited for before this returns, so nothing writes
+        into the cache's staging directories afterwards; a worker ignores SIGINT and leaves
+        that to this process, and removes its own staging directory."""
         report = progress or _Silent()
         names = [entry_name(p) for p in packages]
         for pkg in packages:
@@ -609,25 +611,60 @@ class PackageCache:
         self._prepare()
         report.start(len(packages))
         lease = Lease(self)
-        stop = threading.Event()
-        pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="envfactory-pkg")
         try:
-            futures: list[Future[CachedPackage]] = [
-                pool.submit(self._one, pkg, name, lease, report, stop)
-                for pkg, name in zip(packages, names, strict=True)
-            ]
-            wait(futures, return_when=FIRST_EXCEPTION)
-            for f in futures:
-                if f.done() and f.exception() is not None:
-                    raise f.exception()  # type: ignore[misc]
-            lease.packages = [f.result() for f in futures]
+            handles = []
+            done: dict[int, CachedPackage] = {}
+            for index, (pkg, name) in enumerate(zip(packages, names, strict=True)):
+                handle = self._lock_handle(name)
+                lease.add(handle)
+                handles.append(handle)
+                found = self._shared(handle, pkg, name)
+                if found is not None:
+                    done[index] = self._cached(pkg, name, found, "cached", report)
+            missing = [i for i in range(len(packages)) if i not in done]
+            for _attempt in range(3):
+                if not missing:
+                    break
+                again: list[int] = []
+
+                def landed(i: int, outcome: Outcome, again: list[int] = again) -> None:
+                    found = self._shared(handles[i], packages[i], names[i])
+                    if found is None:
+                        again.append(i)  # replaced by another process meanwhile
+                    else:
+                        done[i] = self._cached(packages[i], names[i], found, outcome, report)
+
+                self._fill(missing, packages, landed)
+                missing = sorted(again)
+            if missing:
+                pkg = packages[missing[0]]
+                raise ToolError(
+                    f"{pkg.describe()}: the cache entry {self.root / names[missing[0]]} keeps "
+                    "changing",
+                    "another process replaces it with a different package of the same name; "
+                    f"run one create at a time or give each its own {ENV_VAR}",
+                )
+            lease.packages = [done[i] for i in range(len(packages))]
         except BaseException:
-            stop.set()
-            pool.shutdown(wait=True, cancel_futures=True)
             lease.close()
             raise
-        pool.shutdown(wait=True)
         return lease
+
+    def _shared(self, handle: IO[bytes], pkg: Wanted, name: str) -> str | None:
+        """Take the shared lock; the entry's sha256 when it holds the locked archive."""
+        algorithm, expected = _expected(pkg)
+        fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+        found = self._hit(handle, name, algorithm, expected)
+        if found is None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return found
+
+    def _cached(
+        self, pkg: Wanted, name: str, sha: str, outcome: Outcome, report: CacheProgress
+    ) -> CachedPackage:
+        entries = read_paths(pkg.describe(), self.root / name)
+        report.fetched(pkg.name, sum(e.size or 0 for e in entries), outcome)
+        return CachedPackage(self.root / name, sha, tuple(entries), outcome)
 
     def _hit(self, handle: IO[bytes], name: str, algorithm: str, expected: str) -> str | None:
         """The entry's sha256 when it is in place and holds the locked archive."""
@@ -642,38 +679,75 @@ class PackageCache:
                 return found
         return None
 
-    def _one(
+    def _fill(
         self,
-        pkg: Wanted,
-        name: str,
-        lease: Lease,
-        report: CacheProgress,
-        stop: threading.Event,
-    ) -> CachedPackage:
-        algorithm, expected = _expected(pkg)
-        handle = self._lock_handle(name)
-        lease.add(handle)
-        outcome: Outcome = "cached"
-        for _attempt in range(3):
-            if stop.is_set():
-                raise ToolError("interrupted")
-            fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
-            sha = self._hit(handle, name, algorithm, expected)
-            if sha is not None:
-                break
-            _exclusive(handle, self.root / name, pkg)
-            if self._hit(handle, name, algorithm, expected) is None:
-                outcome = self._populate(pkg, handle)
-            # Linux drops and re-takes an flock to convert it: look again under LOCK_SH.
-        else:
-            raise ToolError(
-                f"{pkg.describe()}: the cache entry {self.root / name} keeps changing",
-                "another process replaces it with a different package of the same name; "
-                f"run one create at a time or give each its own {ENV_VAR}",
-            )
-        entries = read_paths(pkg.describe(), self.root / name)
-        report.fetched(pkg.name, sum(e.size or 0 for e in entries), outcome)
-        return CachedPackage(self.root / name, sha, tuple(entries), outcome)
+        indices: Sequence[int],
+        packages: Sequence[Wanted],
+        landed: Callable[[int, Outcome], None],
+    ) -> None:
+        """Populate the entries of ``packages[i]`` for each index in worker processes (each
+        under the entry's exclusive lock, taken in the worker); ``landed(i, outcome)`` runs
+        here as each one finishes."""
+        import multiprocessing
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+        context = multiprocessing.get_context("forkserver")
+        # Only this module is preloaded: the default would import __main__ (the CLI) again.
+        context.set_forkserver_preload(["envfactory.build.pkgcache"])
+        pool = ProcessPoolExecutor(
+            min(workers(), len(indices)), mp_context=context, initializer=_worker_init
+        )
+        try:
+            pending = {pool.submit(_fill_one, self.location, packages[i]): i for i in indices}
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    i = pending.pop(future)
+                    error = future.exception()
+                    if error is not None:
+                        raise ToolError(f"a package cache worker failed: {error}") from None
+                    result = future.result()
+                    if isinstance(result, tuple):
+                        raise _error_from(result)
+                    landed(i, result)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+
+
+def _worker_init() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles it and waits for us
+
+
+def _error_from(result: tuple[str, str, str | None]) -> Exception:
+    kind, message, hint = result
+    cls = {
+        "UnsafePackage": UnsafePackage,
+        "OfflineError": OfflineError,
+        "UserInputError": UserInputError,
+    }.get(kind, ToolError)
+    return cls(message, hint)
+
+
+def _fill_one(location: CacheLocation, pkg: Wanted) -> Outcome | tuple[str, str, str | None]:
+    """In a worker process: fill one entry under its exclusive lock. Errors come back as
+    (class name, message, hint): the error classes take a hint that pickling would drop."""
+    from envfactory.errors import EnvfactoryError
+
+    cache = PackageCache(location)
+    name = entry_name(pkg)
+    algorithm, expected = _expected(pkg)
+    try:
+        with cache._lock_handle(name) as handle:
+            _exclusive(handle, cache.root / name, pkg)
+            if cache._hit(handle, name, algorithm, expected) is not None:
+                return "cached"
+            return cache._populate(pkg, handle)
+    except EnvfactoryError as exc:
+        return (type(exc).__name__, exc.message, exc.hint)
 
 
 EXCLUSIVE_WAIT_S = 600.0
