@@ -123,7 +123,7 @@ def main() -> None:
             if combo_name == "tf210-cuda112":
                 platforms = ("linux-64",)
             request = LockRequest.for_combo(
-                combo, platforms, channel_map=cmap, pip_index=str(wheels)
+                combo, platforms=platforms, channel_map=cmap, pip_index=str(wheels)
             )
             for platform in platforms:
 
@@ -142,7 +142,7 @@ def main() -> None:
             print(f"lock   {combo_name:14} {joined:17} {label:40} {med:7.3f} s ({best:.3f})")
         deep = LockRequest.for_combo(
             catalog.combo("tf114-cuda100"),
-            ("linux-64",),
+            platforms=("linux-64",),
             channel_map=ChannelMap({"defaults": (root / "generated").as_uri()}),
         )
         from envfactory.build import rattler_adapter

@@ -148,11 +148,11 @@ def write_lock(
         )
     text = render_lock(
         sorted(packages, key=lambda p: p.name),
-        [platform],  # type: ignore[list-item]
-        ["crafted"],
-        ["crafted"],
-        {platform: "0" * 64},
-        {},
+        platforms=[platform],  # type: ignore[list-item]
+        channels=["crafted"],
+        sources=["crafted"],
+        content_hash={platform: "0" * 64},
+        custom_metadata={},
     )
     lock_dir.mkdir(parents=True, exist_ok=True)
     out = lock_dir / "conda-lock.yml"

@@ -99,7 +99,10 @@ def envs(test_channels: dict[str, Path], root: Path) -> dict[str, Env]:
     for name in (TF1, TF2):
         combo = load_catalog().combo(name)
         request = LockRequest.for_combo(
-            combo, (PLATFORM,), channel_map=channels, pip_index=str(test_channels["wheels"])
+            combo,
+            platforms=(PLATFORM,),
+            channel_map=channels,
+            pip_index=str(test_channels["wheels"]),
         )
         lock_combo(request, root / "locks" / name)
         prefix = root / "envs" / f"{name} env"

@@ -74,7 +74,10 @@ def envs(
     for name in (TF1, TF2):
         combo = load_catalog().combo(name)
         request = LockRequest.for_combo(
-            combo, (PLATFORM,), channel_map=channels, pip_index=str(test_channels["wheels"])
+            combo,
+            platforms=(PLATFORM,),
+            channel_map=channels,
+            pip_index=str(test_channels["wheels"]),
         )
         lock_combo(request, root / "locks" / name)
         prefix = root / "envs" / f"{name} env"

@@ -90,7 +90,7 @@ def test_no_solution_hint_names_the_versions_offered_and_whose_spec_excludes_the
     # defaults pointed at the conda-forge test channel: it holds python 3.10, not 3.7
     combo = load_catalog().combo("tf114-cuda100")
     cmap = ChannelMap({"defaults": test_channels["conda-forge"].as_uri()})
-    request = LockRequest.for_combo(combo, ("linux-64",), channel_map=cmap)
+    request = LockRequest.for_combo(combo, platforms=("linux-64",), channel_map=cmap)
     with pytest.raises(ToolError) as info:
         solve_platform(request, "linux-64")
     hint = info.value.hint or ""
@@ -103,7 +103,7 @@ def test_constraints_are_lock_inputs(test_channels: dict[str, Path], tmp_path: P
     cmap = ChannelMap({k: test_channels[k].as_uri() for k in ("defaults", "conda-forge")})
     combo = load_catalog().combo("tf114-cuda100")
     request = LockRequest.for_combo(
-        combo, ("linux-64",), channel_map=cmap, pip_index=str(test_channels["wheels"])
+        combo, platforms=("linux-64",), channel_map=cmap, pip_index=str(test_channels["wheels"])
     )
     result = lock_combo(request, tmp_path)
     locked = {p.name: p.version for p in result.packages["linux-64"]}

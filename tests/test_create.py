@@ -70,7 +70,7 @@ def test_a_tampered_package_fails_and_leaves_nothing(
     shutil.copytree(test_channels["defaults"], channel)
     req = LockRequest.for_combo(
         load_catalog().combo("tf114-cuda100"),
-        ["linux-64"],
+        platforms=["linux-64"],
         channel_map=ChannelMap({"defaults": channel.as_uri()}),
         pip_index=str(test_channels["wheels"]),
     )

@@ -99,7 +99,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def lock_doc(test_channels: dict[str, Path], work: Path) -> dict[str, Any]:
     request = LockRequest.for_combo(
         load_catalog().combo("tf114-cuda100"),
-        ["linux-64"],
+        platforms=["linux-64"],
         channel_map=ChannelMap({"defaults": test_channels["defaults"].as_uri()}),
         pip_index=str(test_channels["wheels"]),
     )

@@ -95,7 +95,7 @@ def test_kernel_env_equals_what_activation_gives(project: Path, tmp_path: Path) 
     assert proc.returncode == 0, proc.stderr
     activated = dict(line.split("=", 1) for line in proc.stdout.splitlines())
 
-    spec = install_kernel(prefix, "env").spec
+    spec = install_kernel(prefix, target="env").spec
     # jupyter_client: env.update({k: Template(v).safe_substitute(env)}) over the server's env
     kernel = {**host, **{k: Template(v).safe_substitute(host) for k, v in spec["env"].items()}}
     for name in ("PATH", "LD_LIBRARY_PATH", "TF_CPP_MIN_LOG_LEVEL", "CUDA_PATH"):
@@ -109,14 +109,14 @@ def test_target_env_and_a_win64_layout(test_channels: dict[str, Path], tmp_path:
 
     request = LockRequest.for_combo(
         load_catalog().combo("tf114-cuda100"),
-        ["win-64"],
+        platforms=["win-64"],
         channel_map=ChannelMap({"defaults": test_channels["defaults"].as_uri()}),
         pip_index=str(test_channels["wheels"]),
     )
     lock_combo(request, tmp_path / "lock")
     prefix = tmp_path / "win"
     create_environment(tmp_path / "lock/conda-lock.yml", prefix, platform="win-64")
-    result = install_kernel(prefix, "env", name="tf1")
+    result = install_kernel(prefix, target="env", name="tf1")
     assert result.path == prefix / "share/jupyter/kernels/tf1/kernel.json"
     env = json.loads(result.path.read_text())["env"]
     p = str(prefix)

@@ -33,7 +33,7 @@ def channel_map(channels: dict[str, Path]) -> ChannelMap:
 def request(channels: dict[str, Path], combo: str, *platforms: str, **kw: object) -> LockRequest:
     return LockRequest.for_combo(
         load_catalog().combo(combo),
-        platforms,  # type: ignore[arg-type]
+        platforms=platforms,  # type: ignore[arg-type]
         channel_map=channel_map(channels),
         pip_index=str(channels["wheels"]),
         **kw,  # type: ignore[arg-type]

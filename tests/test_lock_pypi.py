@@ -27,10 +27,10 @@ def test_tf114_closure_for_py37_linux_from_pypi() -> None:
         p.name: p
         for p in lock_requirements(
             ["tensorflow-gpu==1.14.0"],
-            "linux-64",
-            "3.7",
-            "2.17",
-            [numpy],
+            platform="linux-64",
+            python="3.7",
+            glibc="2.17",
+            conda_packages=[numpy],
             index=None,
             constraints=combo.constraints_for("linux-64"),
         )

@@ -68,7 +68,7 @@ class Outcome:
 def lock_and_relock(root: Path, name: str, platform: Platform) -> Outcome:
     combo = load_catalog().combo(name)
     request = LockRequest.for_combo(
-        combo, (platform,), channel_map=pins_channel(root, combo, platform)
+        combo, platforms=(platform,), channel_map=pins_channel(root, combo, platform)
     )
     packages = lock_combo(request, root / f"lock-{name}-{platform}").packages[platform]
     pip = [p for p in packages if p.manager == "pip"]

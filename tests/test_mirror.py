@@ -181,7 +181,7 @@ def test_mirror_over_http_then_create_with_no_other_channel(
     shutil.copytree(test_channels["wheels"], wheels)
     request = LockRequest.for_combo(
         load_catalog().combo("tf114-cuda100"),
-        ["linux-64", "win-64"],
+        platforms=["linux-64", "win-64"],
         channel_map=ChannelMap({"defaults": f"{http_server.url}/defaults"}),
         pip_index=str(wheels),
     )
@@ -192,7 +192,7 @@ def test_mirror_over_http_then_create_with_no_other_channel(
 
     mirror = tmp_path / "mirror"
     messages: list[str] = []
-    result = mirror_lock(lock, mirror, ["linux-64"], progress=messages.append)
+    result = mirror_lock(lock, mirror, platforms=["linux-64"], progress=messages.append)
     assert result.count("downloaded") == 6 and result.count("copied") == 23
     downloaded = {p for p, _ in http_server.requests if p.endswith(".tar.bz2")}
     assert len(downloaded) == 6  # exactly the locked linux-64 conda packages, nothing else
@@ -201,7 +201,7 @@ def test_mirror_over_http_then_create_with_no_other_channel(
     assert not list(mirror.rglob("*.part"))
     assert messages[-1] == f"indexing {mirror}"
 
-    again = mirror_lock(lock, mirror, ["linux-64"])
+    again = mirror_lock(lock, mirror, platforms=["linux-64"])
     assert again.count("kept") == 29  # nothing fetched twice
 
     # Nothing but the mirror from here on.

@@ -43,7 +43,7 @@ def test_rendering_matches_golden(
     name: str, platform: str, python: str, update_goldens: bool
 ) -> None:
     combo = CATALOG.combo(name)
-    files = render_combo(combo, [platform], python)  # type: ignore[list-item]
+    files = render_combo(combo, platforms=[platform], python=python)  # type: ignore[list-item]
     env = next(f for f in files if f.relpath.startswith("environment"))
     _check_golden(GOLDENS / name / f"{platform}-py{python}.yml", env.content, update_goldens)
 

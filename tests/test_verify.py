@@ -24,7 +24,7 @@ def env(test_channels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     root = tmp_path_factory.mktemp("verify")
     req = LockRequest.for_combo(
         load_catalog().combo("tf114-cuda100"),
-        ["linux-64"],
+        platforms=["linux-64"],
         channel_map=ChannelMap({"defaults": test_channels["defaults"].as_uri()}),
         pip_index=str(test_channels["wheels"]),
     )

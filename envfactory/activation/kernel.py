@@ -244,6 +244,7 @@ class KernelResult:
 
 def install_kernel(
     prefix: Path,
+    *,
     target: Target = "user",
     name: str | None = None,
     display_name: str | None = None,

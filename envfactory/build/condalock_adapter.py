@@ -79,6 +79,7 @@ def _dependencies(pkg: LockedPackage) -> dict[str, str]:
 
 def render_lock(
     packages: Sequence[LockedPackage],
+    *,
     platforms: Sequence[Platform],
     channels: Sequence[str],
     sources: Sequence[str],

@@ -238,6 +238,7 @@ def _to_the_end(work: Callable[[], None]) -> None:
 def create_environment(
     lock_path: Path,
     prefix: Path,
+    *,
     force: bool = False,
     platform: Platform | None = None,
     cache: PackageCache | None = None,

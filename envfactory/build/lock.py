@@ -77,6 +77,7 @@ class LockRequest:
     def for_combo(
         cls,
         combo: Combo,
+        *,
         platforms: Sequence[Platform] = (),
         python: str | None = None,
         channel_map: ChannelMap | None = None,
@@ -361,6 +362,7 @@ def _pip_packages(
 
     for platform, target in jobs.items():
         progress(f"{platform}: locking pip packages {', '.join(target.requirements)}")
+    pypi.uv_binary()  # found once, before the threads (see uv_binary)
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         futures = {p: pool.submit(pypi.lock_target, t) for p, t in jobs.items()}
         results = {p: f.result() for p, f in futures.items()}
@@ -383,11 +385,11 @@ def _pip_packages(
 
 def _rendered_inputs(request: LockRequest) -> list[RenderedFile]:
     if request.additions.empty:
-        return render_combo(request.combo, list(request.platforms), request.python)
+        return render_combo(request.combo, platforms=list(request.platforms), python=request.python)
     return render_combo(
         request.combo,
-        list(request.platforms),
-        request.python,
+        platforms=list(request.platforms),
+        python=request.python,
         additions=request.additions,
         regenerate=request.regenerate(),
     )

@@ -105,6 +105,7 @@ def relative_path(pkg: LockedPackage) -> str:
 def mirror_lock(
     lock_path: Path,
     directory: Path,
+    *,
     platforms: Sequence[Platform] = (),
     progress: Progress | None = None,
     cache: PackageCache | None = None,

@@ -18,6 +18,7 @@ of wheels (``--no-index --find-links``), or an index URL.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import subprocess
@@ -132,7 +133,11 @@ def _run_pip(args: list[str], what: str) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+@functools.cache
 def uv_binary() -> str:
+    """uv's executable. Cached, and first called before any thread starts: uv's finder reads
+    sysconfig, whose lazy set-up is not thread-safe on Python 3.11 (a second thread saw
+    get_config_var("EXE") as None and find_uv_bin failed with a TypeError)."""
     from uv import find_uv_bin
 
     return find_uv_bin()
@@ -181,6 +186,7 @@ class PipTarget:
 
 def lock_requirements(
     requirements: Sequence[str],
+    *,
     platform: Platform,
     python: str,
     glibc: str | None,

@@ -237,6 +237,7 @@ def _body_key(spec: EnvironmentSpec) -> tuple[object, ...]:
 
 def render_combo(
     combo: Combo,
+    *,
     platforms: Sequence[Platform] | None = None,
     python: str | None = None,
     additions: Additions = NO_ADDITIONS,

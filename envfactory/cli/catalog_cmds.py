@@ -178,7 +178,7 @@ def render(
     catalog = load_catalog()
     selected = [parse_platform(p) for p in platform]
     chosen = catalog.combo(combo)
-    files = render_combo(chosen, selected or None, python)
+    files = render_combo(chosen, platforms=selected or None, python=python)
     if out == "-":
         envs = [f for f in files if f.relpath.startswith("environment")]
         for index, file in enumerate(envs):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import Platform, parse_platform
-from envfactory.cli.output import note, print_json, stdout_console
+from envfactory.cli.output import choose, note, print_json, stdout_console
 from envfactory.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS_FOUND, UserInputError
 
 if TYPE_CHECKING:
@@ -59,9 +59,7 @@ def _lock_targets(
     from envfactory.build.lock import SOLVERS, LockRequest, read_virtual_spec
     from envfactory.project.manifest import PROJECT_FILE, find_project, lock_request
 
-    if solver not in SOLVERS:
-        raise UserInputError(f"unknown solver '{solver}'", f"use one of: {', '.join(SOLVERS)}")
-    kind = cast("Any", solver)
+    kind = choose(solver, SOLVERS, "--solver")
     project = find_project(project_file)
     if target is None and project is None:
         raise UserInputError(
@@ -89,9 +87,9 @@ def _lock_targets(
     chosen = load_catalog().combo(target)
     request = LockRequest.for_combo(
         chosen,
-        [parse_platform(p) for p in platform],
-        python,
-        load_channel_map(channel_map),
+        platforms=[parse_platform(p) for p in platform],
+        python=python,
+        channel_map=load_channel_map(channel_map),
         solver=kind,
         virtual_packages=read_virtual_spec(virtual_package_spec) if virtual_package_spec else None,
         pip_index=pip_index,
@@ -128,6 +126,7 @@ def lock(
     solver: str = typer.Option(
         "rattler",
         "--solver",
+        metavar="[rattler|conda-lock]",
         help="rattler (in-process, the default) or conda-lock (runs 'conda-lock lock' with your "
         "conda, mamba or micromamba).",
     ),
@@ -354,8 +353,8 @@ def create(
         result = create_environment(
             lock_path,
             where,
-            force,
-            chosen,
+            force=force,
+            platform=chosen,
             progress=_progress,
             channel_map=cmap,
             wheel_dir=pip_index,

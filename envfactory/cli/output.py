@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Console
+
+from envfactory.errors import UserInputError
+
+Choice = TypeVar("Choice", bound=str)
+
+
+def choose(value: str, options: tuple[Choice, ...], option: str) -> Choice:
+    """An option's value as one of a closed set (a Literal type), or a UserInputError naming
+    the set: typed without a cast, and exit 1 like every other bad input."""
+    for candidate in options:
+        if value == candidate:
+            return candidate
+    raise UserInputError(f"unknown {option} '{value}'", f"use one of: {', '.join(options)}")
 
 
 def stdout_console() -> Console:

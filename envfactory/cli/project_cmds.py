@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
 
 import typer
 
 from envfactory.catalog.model import parse_platform
-from envfactory.cli.output import note, print_json, stdout_console
-from envfactory.errors import EXIT_OK, UserInputError
+from envfactory.cli.output import choose, note, print_json, stdout_console
+from envfactory.errors import EXIT_OK
 
 PROJECT_HELP = "The project file (default: ./envfactory.yaml when there is one)."
 
@@ -47,7 +46,7 @@ def mirror(
     result = mirror_lock(
         lock_path,
         directory,
-        [parse_platform(p) for p in platform],
+        platforms=[parse_platform(p) for p in platform],
         progress=None if as_json else _progress,
     )
     command = result.create_command(target)
@@ -81,6 +80,7 @@ def kernel(
     where: str = typer.Option(
         "user",
         "--target",
+        metavar="[user|env]",
         help="user: the user's Jupyter data directory (every Jupyter sees it); env: "
         "<prefix>/share/jupyter/kernels (a Jupyter running from that environment sees it).",
     ),
@@ -100,10 +100,11 @@ def kernel(
     from envfactory.activation.kernel import TARGETS, install_kernel
     from envfactory.project.targets import prefix_target
 
-    if where not in TARGETS:
-        raise UserInputError(f"unknown --target '{where}'", f"use one of: {', '.join(TARGETS)}")
+    target_dir = choose(where, TARGETS, "--target")
     chosen = prefix if prefix is not None else prefix_target(target, project_file=project_file)
-    result = install_kernel(chosen, cast("Any", where), name, display_name, replace=replace)
+    result = install_kernel(
+        chosen, target=target_dir, name=name, display_name=display_name, replace=replace
+    )
     if as_json:
         print_json({"name": result.name, "path": str(result.path), "kernel": result.spec})
     else:

@@ -117,9 +117,9 @@ def lock_request(
     """The lock stage's input for a project environment: the combo plus the additions."""
     return LockRequest.for_combo(
         env.combo,
-        env.platforms,
-        env.python,
-        channel_map,
+        platforms=env.platforms,
+        python=env.python,
+        channel_map=channel_map,
         solver=solver,
         pip_index=pip_index,
         additions=env.additions(),
