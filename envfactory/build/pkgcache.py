@@ -698,7 +698,8 @@ class PackageCache:
             min(workers(), len(indices)), mp_context=context, initializer=_worker_init
         )
         try:
-            pending = {pool.submit(_fill_one, self.location, packages[i]): i for i in indices}
+            with _main_not_reimported():
+                pending = {pool.submit(_fill_one, self.location, packages[i]): i for i in indices}
             while pending:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in finished:
@@ -714,6 +715,23 @@ class PackageCache:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
+
+
+@contextlib.contextmanager
+def _main_not_reimported() -> Iterator[None]:
+    """While workers start: a ``__main__`` run as a script is not named to them, so they do not
+    run it again (multiprocessing re-imports it in every worker, which runs a script without an
+    ``if __name__ == "__main__"`` guard once more; the workers need nothing from it)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or getattr(main, "__spec__", None) is not None:
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
 
 
 def _worker_init() -> None:
