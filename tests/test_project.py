@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_activation_shells import link_python
 
 from envfactory.project.manifest import ProjectError, load_project
 
@@ -302,6 +303,10 @@ def test_example_create_both_offline_then_activate_and_deactivate_in_one_session
         verified = run("verify", str(prefix), cwd=example)
         assert verified.returncode == 0 and "is identical" in verified.stdout, verified.stdout
     legacy, modern = example / "envs/legacy", example / "envs/modern"
+    for prefix in (legacy, modern):
+        # the activation core runs with the environment's own Python; the test channels'
+        # python packages are stubs, so the host's stands in (as in test_activation_shells)
+        link_python(prefix)
     state = json.loads((legacy / "conda-meta/state").read_text())
     assert state == {"env_vars": {"KERAS_BACKEND": "tensorflow"}}
     marker = json.loads((legacy / "conda-meta/envfactory.json").read_text())
