@@ -255,7 +255,11 @@ def build_cases(root: Path) -> dict[str, tuple[Session, bool]]:
     base = {"CONDA_PREFIX": a_prefix, "CONDA_SHLVL": "1", "USER_KEEP": "x"}
 
     s = Session(
-        root, base | {"PATH": hostile_path(root), "CUDA_PATH": CUDA, "CUDA_PATH_V10_0": CUDA}
+        root,
+        base
+        | {"PATH": hostile_path(root), "CUDA_PATH": CUDA, "CUDA_PATH_V10_0": CUDA}
+        # names that are not identifiers (issue 10, row 6): left alone, never written
+        | {f"CUDA_PATH_V&echo x>{win_path(root / 'hacked')}&": "1", "CUDA_PATH_V(x)": "2"},
     )
     s.source("A", "activate")
     s.source("A", "activate")  # twice = once
@@ -368,6 +372,14 @@ def test_bat_matches_the_reference(name: str, results: Any) -> None:
     session, result, _ = results[name]
     check(session, result)
     assert set(result.codes) == {0}
+    if name == "hostile":
+        odd = {
+            k: v
+            for k, v in result.snaps[0].items()
+            if k.startswith("CUDA_PATH_V") and not k.isidentifier()
+        }
+        assert len(odd) == 2 and all(odd.items() <= snap.items() for snap in result.snaps)
+        assert not (session.root / "hacked").exists()
     if name in ("hostile", "unicode"):
         active = result.snaps[1]
         assert active["PATH"].split(";")[0].endswith(r"\envA\Library\bin")

@@ -5,6 +5,7 @@ back, in both of conda's orders, stacked and switched; the foreign-CUDA rule doc
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from envfactory import __version__
 from envfactory.activation import core
 from envfactory.activation.plan import (
     CORE_RELPATH,
+    LAUNCHER,
     activation_scripts,
     install_activation,
     is_foreign_cuda,
@@ -108,8 +110,8 @@ def test_the_core_is_python_3_6_and_standard_library_only() -> None:
             imported |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
-    # typing only under `if MYPY:`, which never runs
-    assert imported <= {"json", "os", "re", "sys", "typing"}, imported
+    # typing only under `if MYPY:`, which never runs; no json or re (start-up time)
+    assert imported <= {"os", "sys", "typing"}, imported
     assert "from __future__" not in source and "dataclass" not in source
 
 
@@ -325,7 +327,7 @@ def test_emitters_refuse_values_their_shell_cannot_carry(shell: str, value: str,
 def test_a_refusal_prints_one_line_and_no_edits(tmp_path: Path) -> None:
     install_activation(tmp_path, load_catalog().combo("tf114-cuda100"), "linux-64")
     env = {"PATH": "/usr/bin\n:/usr/local/cuda/bin", "CONDA_PREFIX": str(tmp_path)}
-    argv = [sys.executable, "-I", "-S", str(tmp_path / CORE_RELPATH)]
+    argv = [sys.executable, "-I", "-S", "-c", LAUNCHER, str((tmp_path / CORE_RELPATH).parent)]
     proc = subprocess.run(
         [*argv, "activate", "csh", "tf114-cuda100"],
         env=env,
@@ -345,3 +347,26 @@ def test_every_linux_stub_parses(name: str, tmp_path: Path) -> None:
         if checker:
             proc = subprocess.run([*checker, str(script)], capture_output=True, check=False)
             assert proc.returncode == 0, proc.stderr
+
+
+json_data = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(json_data)
+def test_the_cores_own_json_codec_agrees_with_json(data: Any) -> None:
+    """The core carries a small JSON codec (importing json costs start-up time)."""
+    expected = json.dumps(data, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+    assert core._dump(data) == expected
+    assert core._load(expected, "x") == data
+    assert core._load(json.dumps(data, indent=1), "x") == data
+
+
+@pytest.mark.parametrize("bad", ["", "{", "[1,]", '{"a" 1}', "nul", '"abc', "[1 2]", "-", "{1:2}"])
+def test_the_cores_json_reader_refuses_what_is_not_json(bad: str) -> None:
+    with pytest.raises(core.Refused, match="not envfactory's JSON"):
+        core._load(bad, "x")

@@ -42,6 +42,12 @@ STATE_PREFIX = core.STATE
 # A PATH undo that a deactivate.d left for the next activation (conda's switch order)
 CARRY = core.CARRY
 CORE_RELPATH = "etc/conda/envfactory/activation.py"
+# What the stubs run (``python -I -S -c LAUNCHER DIR OP SHELL COMBO``): importing the core, not
+# running it as a script, lets Python cache its compiled form in DIR/__pycache__.
+LAUNCHER = (
+    "import sys; sys.path.insert(0, sys.argv[1]); import activation; "
+    "sys.exit(activation.main(sys.argv[2:]))"
+)
 
 
 def is_foreign_cuda(path: str, os_name: str, prefix: str | None = None) -> bool:
@@ -168,6 +174,8 @@ def _context(plan: ActivationPlan, phase: str, shell: Shell) -> dict[str, Any]:
         "phase": phase,
         "emitter": EMITTER[shell],
         "core_relpath": CORE_RELPATH,
+        "core_dir": CORE_RELPATH.rsplit("/", 1)[0],
+        "launcher": LAUNCHER,
     }
 
 

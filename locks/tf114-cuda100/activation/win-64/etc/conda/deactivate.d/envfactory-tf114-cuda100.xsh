@@ -15,8 +15,9 @@ def _envfactory_run():
     if not prefix or not os.path.isfile(python):
         print("envfactory: no Python in CONDA_PREFIX; deactivate of tf114-cuda100 changed nothing", file=__import__("sys").stderr)
         return
-    core = os.path.join(prefix, *['etc', 'conda', 'envfactory', 'activation.py'])
-    argv = [python, "-I", "-S", core, "deactivate", "xonsh", 'tf114-cuda100']
+    core = os.path.join(prefix, *['etc', 'conda', 'envfactory'])
+    launcher = 'import sys; sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))'
+    argv = [python, "-I", "-S", "-c", launcher, core, "deactivate", "xonsh", 'tf114-cuda100']
     proc = subprocess.run(argv, env=${...}.detype(), stdout=subprocess.PIPE)
     if proc.returncode == 0:
         for name, value in json.loads(proc.stdout.decode("ascii")).items():

@@ -8,6 +8,6 @@ if not set -q CONDA_PREFIX
 else if not test -x "$CONDA_PREFIX/bin/python"
     echo "envfactory: no $CONDA_PREFIX/bin/python; deactivate of tf114-cuda101 changed nothing" >&2
 else
-    "$CONDA_PREFIX/bin/python" -I -S "$CONDA_PREFIX"/'etc/conda/envfactory/activation.py' \
-        deactivate fish 'tf114-cuda101' | source
+    "$CONDA_PREFIX/bin/python" -I -S -c 'import sys; sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))' \
+        "$CONDA_PREFIX"/'etc/conda/envfactory' deactivate fish 'tf114-cuda101' | source
 end

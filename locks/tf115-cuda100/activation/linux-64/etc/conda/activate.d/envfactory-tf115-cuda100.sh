@@ -7,8 +7,8 @@ if [ -z "${CONDA_PREFIX:-}" ]; then
     echo "envfactory: CONDA_PREFIX is not set; activate of tf115-cuda100 changed nothing" >&2
 elif [ ! -x "$CONDA_PREFIX/bin/python" ]; then
     echo "envfactory: no $CONDA_PREFIX/bin/python; activate of tf115-cuda100 changed nothing" >&2
-elif _envfactory_edits=$("$CONDA_PREFIX/bin/python" -I -S "$CONDA_PREFIX"/'etc/conda/envfactory/activation.py' \
-        activate sh 'tf115-cuda100'); then
+elif _envfactory_edits=$("$CONDA_PREFIX/bin/python" -I -S -c 'import sys; sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))' \
+        "$CONDA_PREFIX"/'etc/conda/envfactory' activate sh 'tf115-cuda100'); then
     eval "$_envfactory_edits"
 fi
 unset _envfactory_edits

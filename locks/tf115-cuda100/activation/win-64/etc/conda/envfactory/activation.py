@@ -1,8 +1,8 @@
 """envfactory's activation algorithm, written once; the environment's own Python runs it.
 
 ``<prefix>/bin/python -I -S etc/conda/envfactory/activation.py activate|deactivate SHELL COMBO``
-(the stubs in activate.d/deactivate.d) reads the environment and the plan
-``envfactory-COMBO.json`` next to it, and prints the edits for SHELL (sh, csh, fish, xonsh,
+(the stubs in activate.d/deactivate.d import it and call ``main``) reads the environment and
+the plan ``envfactory-COMBO.json`` next to it, and prints the edits for SHELL (sh, csh, fish, xonsh,
 powershell; for cmd it writes OUT.bat). When a name or value cannot be written for that shell,
 or anything fails, it prints one line to stderr, no edits, and exits 1: nothing changes.
 envfactory imports this module too (the foreign-CUDA rule for doctor, kernel, the tests).
@@ -14,9 +14,7 @@ the end; the user's later edits stay). ``_ENVFACTORY_CARRY`` holds a PATH undo t
 switch order would overwrite, for the next activation to apply. docs/activation.md says why.
 """
 
-import json
 import os
-import re
 import sys
 
 MYPY = False
@@ -30,12 +28,11 @@ STATE = "_ENVFACTORY_"
 CARRY = "_ENVFACTORY_CARRY"
 SHELLS = ("sh", "csh", "fish", "xonsh", "cmd", "powershell")
 
-# A variable name that every shell reads as one word (issue 10: an inherited CUDA_PATH_V* name
-# that is not one is left alone and never printed).
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# One path component that belongs to a CUDA or cuDNN install: cuda-11.2, cuda-10, cudnn,
-# cudnn-8.1, cudnn64_8 (NVIDIA's Linux and Windows installers, TensorFlow's old Windows guide).
-_CUDA_VERSIONED = re.compile(r"cuda-[0-9]+(\.[0-9]+)*\Z")
+# No json, no re: importing them (enum, functools, collections...) costs more start-up time
+# than the whole algorithm; a small JSON codec of its own is below.
+_DIGITS = "0123456789"
+_FIRST = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_"
+_REST = _FIRST + _DIGITS
 
 
 class Refused(Exception):
@@ -44,7 +41,16 @@ class Refused(Exception):
 
 def valid_name(name):
     # type: (str) -> bool
-    return _NAME.match(name) is not None
+    """A variable name every shell reads as one word: ``[A-Za-z_][A-Za-z0-9_]*`` (issue 10: an
+    inherited CUDA_PATH_V* name that is not one is left alone and never printed)."""
+    return bool(name) and name[0] in _FIRST and all(c in _REST for c in name)
+
+
+def _cuda_versioned(part):
+    # type: (str) -> bool
+    """``cuda-X[.Y...]``: NVIDIA's versioned install directories."""
+    numbers = part[5:].split(".") if part.startswith("cuda-") else []
+    return bool(numbers) and all(n and all(c in _DIGITS for c in n) for n in numbers)
 
 
 # --- the foreign-CUDA rule (doctor uses the same function) -----------------------------------
@@ -70,7 +76,7 @@ def foreign_cuda(path, os_name):
     """
     parts = components(path, os_name)
     for part in parts:
-        if part.startswith("cudnn") or _CUDA_VERSIONED.match(part):
+        if part.startswith("cudnn") or _cuda_versioned(part):
             return True
     if os_name == "windows":
         for i in range(len(parts) - 1):
@@ -199,8 +205,11 @@ def _load(text, what):
     if text is None:
         return None
     try:
-        return json.loads(text)
-    except ValueError:
+        value, end = _parse(text, _skip(text, 0))
+        if _skip(text, end) != len(text):
+            raise ValueError(end)
+        return value
+    except (ValueError, IndexError):
         raise Refused("cannot read " + what + " (not envfactory's JSON)") from None
 
 
@@ -233,7 +242,97 @@ def deactivate(env, plan, defer_path=True):
 
 def _dump(data):
     # type: (object) -> str
-    return json.dumps(data, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+    """JSON, ASCII only, keys sorted, no spaces (``json.dumps(data, ensure_ascii=True,
+    sort_keys=True, separators=(",", ":"))``, which the tests hold it to)."""
+    if data is None:
+        return "null"
+    if data is True or data is False:
+        return "true" if data else "false"
+    if isinstance(data, int):
+        return str(data)
+    if isinstance(data, str):
+        out = []
+        for char in data:
+            if char in _ESCAPES:
+                out.append(_ESCAPES[char])
+            elif " " <= char <= "~":
+                out.append(char)
+            else:
+                out.extend("\\u%04x" % u for u in _utf16_units(char))  # noqa: UP031
+        return '"' + "".join(out) + '"'
+    if isinstance(data, (list, tuple)):
+        return "[" + ",".join(_dump(item) for item in data) + "]"
+    if isinstance(data, dict):
+        items = sorted(data.items())
+        return "{" + ",".join(_dump(k) + ":" + _dump(v) for k, v in items) + "}"
+    raise TypeError(type(data).__name__)
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_ESCAPES.update({"\b": "\\b", "\f": "\\f"})
+_UNESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\"}
+_UNESCAPES["/"] = "/"
+
+
+def _skip(text, at):
+    # type: (str, int) -> int
+    while at < len(text) and text[at] in " \t\r\n":
+        at += 1
+    return at
+
+
+def _parse(text, at):
+    # type: (str, int) -> tuple[Any, int]
+    """One JSON value of ``text`` from ``at`` (no floats: the plan and the state hold none)."""
+    char = text[at]
+    if char == '"':
+        out = []  # type: list[str]
+        at += 1
+        while text[at] != '"':
+            if text[at] == "\\":
+                code = text[at + 1]
+                if code == "u":
+                    out.append(chr(int(text[at + 2 : at + 6], 16)))
+                    at += 6
+                    continue
+                out.append(_UNESCAPES[code])
+                at += 2
+                continue
+            out.append(text[at])
+            at += 1
+        units = "".join(out).encode("utf-16-le", "surrogatepass")
+        return units.decode("utf-16-le", "surrogatepass"), at + 1  # \ud83d\ude00: one character
+    if char in "[{":
+        close, items, pairs = "]" if char == "[" else "}", [], {}  # type: str, list[Any], dict[str, Any]
+        at = _skip(text, at + 1)
+        while text[at] != close:
+            if char == "{":
+                key, at = _parse(text, at)
+                at = _skip(text, at)
+                if text[at] != ":" or not isinstance(key, str):
+                    raise ValueError(at)
+                value, at = _parse(text, _skip(text, at + 1))
+                pairs[key] = value
+            else:
+                value, at = _parse(text, at)
+                items.append(value)
+            at = _skip(text, at)
+            if text[at] == ",":
+                at = _skip(text, at + 1)
+                if text[at] == close:
+                    raise ValueError(at)
+            elif text[at] != close:
+                raise ValueError(at)
+        return (items if char == "[" else pairs), at + 1
+    for word, value in (("null", None), ("true", True), ("false", False)):
+        if text.startswith(word, at):
+            return value, at + len(word)
+    end = at + 1 if char == "-" else at
+    while end < len(text) and text[end] in _DIGITS:
+        end += 1
+    if end == at or text[at:end] == "-":
+        raise ValueError(at)
+    return int(text[at:end]), end
 
 
 def _apply(env, changes):
@@ -540,18 +639,15 @@ EMITTERS = {
 # --- the command line the activate.d/deactivate.d scripts run --------------------------------
 
 
-_COMBO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
-
-
 def read_plan(combo):
     # type: (str) -> Plan
-    if not _COMBO.match(combo):
+    if not combo or not all(c in _REST + ".-" for c in combo) or combo[0] in "._-":
         raise Refused("bad combo name " + repr(combo))
     # os.path, not pathlib: every import is start-up time of each activation
     here = os.path.dirname(os.path.abspath(__file__))  # noqa: PTH100, PTH120
     plan_file = os.path.join(here, "envfactory-" + combo + ".json")  # noqa: PTH118
     with open(plan_file, encoding="utf-8") as f:  # noqa: PTH123
-        plan = json.load(f)
+        plan = _load(f.read(), plan_file)
     if not isinstance(plan, dict) or plan.get("format") != 1:
         raise Refused("the plan of " + combo + " is not envfactory's (format 1)")
     return plan
@@ -592,9 +688,11 @@ def run(argv, env=None, is_dir=os.path.isdir):
         return 1, b"", f"envfactory ({combo}): {op} failed ({why}); nothing was changed"
 
 
-def main():
-    # type: () -> int
-    argv = sys.argv[1:]
+def main(argv):
+    # type: (list[str]) -> int
+    """The stubs run ``python -I -S -c "...; import activation; activation.main(...)"``: an
+    import, so the compiled module is cached in __pycache__ (running the file as a script
+    compiles all of it on every activation)."""
     status, output, message = run(argv)
     if message:
         sys.stderr.write(message + "\n")
@@ -609,4 +707,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -10,7 +10,8 @@ else if ( ! -x "$CONDA_PREFIX"/bin/python ) then
     echo "envfactory: no python in the environment; deactivate of tf212-cuda113 changed nothing"
 else
     set _envfactory_edits = "`mktemp`"
-    "$CONDA_PREFIX"/bin/python -I -S "$CONDA_PREFIX"/'etc/conda/envfactory/activation.py' deactivate csh 'tf212-cuda113' > "$_envfactory_edits"
+    "$CONDA_PREFIX"/bin/python -I -S -c 'import sys; sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))' "$CONDA_PREFIX"/'etc/conda/envfactory' \
+        deactivate csh 'tf212-cuda113' > "$_envfactory_edits"
     if ( $status == 0 ) source "$_envfactory_edits"
     rm -f "$_envfactory_edits"
     unset _envfactory_edits

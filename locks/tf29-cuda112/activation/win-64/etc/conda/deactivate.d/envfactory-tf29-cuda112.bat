@@ -8,7 +8,7 @@
 @if not defined CONDA_PREFIX goto efy_noprefix
 @if not exist "%CONDA_PREFIX%\python.exe" goto efy_nopython
 @set "_EFY_T=%TEMP%\envfactory-%RANDOM%-%RANDOM%-%RANDOM%.bat"
-@"%CONDA_PREFIX%\python.exe" -I -S "%~dp0..\envfactory\activation.py" deactivate cmd tf29-cuda112 "%_EFY_T%" %_EFY_D%
+@"%CONDA_PREFIX%\python.exe" -I -S -c "import sys; sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))" "%~dp0..\envfactory" deactivate cmd tf29-cuda112 "%_EFY_T%" %_EFY_D%
 @if errorlevel 1 goto efy_failed
 @call "%_EFY_T%"
 @del "%_EFY_T%"
