@@ -1,6 +1,6 @@
-"""Benchmark: per-platform solve time and whole-combo lock time.
+"""Benchmark: per-platform solve and whole ``envfactory lock``, against rattler's solve alone.
 
-    .venv/bin/python benchmarks/bench_lock.py [--repeat N]
+    .venv/bin/python benchmarks/bench_lock.py [--repeat N] [--json PATH]
 
 Inputs:
 * the test channels (tests/channel_builder.py): Anaconda ``defaults`` stubs for tf114-cuda100
@@ -9,21 +9,23 @@ Inputs:
   records per platform (2,000 names x 10 versions, each depending on up to three lower names),
   repodata only, so the solver has to load and index a channel of realistic size.
 
-Whole-combo lock time includes rendering, the pip resolution (a pip subprocess against the local
-wheel folder), conda-lock's content hash and writer, and the atomic writes.
+Figures (whole processes, interleaved with their floor): ``solve_platform`` (the solve and the
+post-solve checks) of each platform, and ``envfactory lock`` of the combo, which adds rendering,
+the pip resolution (a pip subprocess against the local wheel folder), conda-lock's content hash
+and writer, and the atomic writes. The floor of both is a process that runs rattler's solve
+alone with the same specs, channels and virtual packages.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
+
+from harness import ENVFACTORY, PYTHON, Row, paired, parser, process, report, run_quiet
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -37,7 +39,7 @@ from channel_builder import (
 )
 
 from envfactory.build.channels import ChannelMap
-from envfactory.build.lock import LockRequest, lock_combo, solve_platform
+from envfactory.build.lock import LockRequest
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import PLATFORMS, Platform
 
@@ -79,43 +81,64 @@ def generated_channel(root: Path, base: Path) -> int:
     return count
 
 
-def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        runs.append(time.perf_counter() - start)
-    return statistics.median(runs), min(runs)
+RAW_SOLVE = """
+import asyncio, json, sys
+import rattler
+from rattler import BuildString, GenericVirtualPackage, MatchSpec, PackageName, Version
+for job in json.loads(sys.argv[1]):
+    virtual = []
+    for name, text in sorted(job["virtual"].items()):
+        version, _, build = text.partition("=")
+        virtual.append(
+            GenericVirtualPackage(PackageName(name), Version(version), BuildString(build or "0"))
+        )
+    asyncio.run(
+        rattler.solve(
+            sources=job["channels"],
+            specs=[MatchSpec(s, strict=False) for s in job["specs"]],
+            gateway=rattler.Gateway(),
+            platforms=[job["platform"], "noarch"],
+            virtual_packages=virtual,
+        )
+    )
+"""
+
+
+def solve_jobs(request: LockRequest) -> list[dict[str, object]]:
+    """What rattler's solve alone gets for each platform of ``request``: the same specs,
+    channels and virtual packages as ``solve_platform``."""
+    return [
+        {
+            "specs": request.conda_specs(p),
+            "channels": request.channel_map.urls(request.channels(p)),
+            "platform": p,
+            "virtual": request.virtual(p),
+        }
+        for p in request.platforms
+    ]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+    args = parser(__doc__.splitlines()[0], repeat=5).parse_args()
     catalog = load_catalog()
+    rows: list[Row] = []
+    notes: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         start = time.perf_counter()
         defaults = build_channel(root / "defaults", defaults_packages())
         forge = build_channel(root / "conda-forge", conda_forge_packages())
         wheels = build_wheel_folder(root / "wheels", sorted((DATA / "pypi").glob("*.json")))
-        print(f"built test channels in {time.perf_counter() - start:.2f} s")
-        start = time.perf_counter()
         records = generated_channel(root / "generated", defaults)
-        print(
-            f"generated channel: {records} records per platform subdir "
-            f"in {time.perf_counter() - start:.2f} s"
+        notes.append(
+            f"test channels built and a channel of {records} records per platform generated in "
+            f"{time.perf_counter() - start:.1f} s"
         )
         cases = [
             ("tf114-cuda100", "test channel", {"defaults": defaults}),
-            ("tf210-cuda112", "test channel (pangeo, 663 records)", {"conda-forge": forge}),
-            (
-                "tf114-cuda100",
-                f"generated channel ({records} records)",
-                {"defaults": root / "generated"},
-            ),
+            ("tf210-cuda112", "pangeo's 663 records", {"conda-forge": forge}),
+            ("tf114-cuda100", f"{records} records", {"defaults": root / "generated"}),
         ]
-        print(f"\nmedian (min) of {args.repeat} runs")
         for combo_name, label, mapping in cases:
             combo = catalog.combo(combo_name)
             cmap = ChannelMap({k: v.as_uri() for k, v in mapping.items()})
@@ -125,41 +148,68 @@ def main() -> None:
             request = LockRequest.for_combo(
                 combo, platforms=platforms, channel_map=cmap, pip_index=str(wheels)
             )
-            for platform in platforms:
+            jobs = solve_jobs(request)
+            for platform, job in zip(platforms, jobs, strict=True):
 
-                def solve_one(r: LockRequest = request, p: Platform = platform) -> None:
-                    solve_platform(r, p)
+                def raw(j: dict[str, object] = job) -> None:
+                    run_quiet([PYTHON, "-c", RAW_SOLVE, json.dumps([j])])
 
-                med, best = timed(solve_one, args.repeat)
-                print(f"solve  {combo_name:14} {platform:8} {label:40} {med:7.3f} s ({best:.3f})")
-            out = root / "locks" / combo_name
+                times, floor = paired(
+                    process(
+                        [
+                            PYTHON,
+                            "-c",
+                            SOLVE_ONE,
+                            combo_name,
+                            platform,
+                            json.dumps({k: v.as_uri() for k, v in mapping.items()}),
+                            str(wheels),
+                        ]
+                    ),
+                    raw,
+                    args.repeat,
+                )
+                rows.append(
+                    Row(
+                        f"solve {combo_name} {platform}, {label} (solve_platform: solve + "
+                        "post-solve checks, whole process)",
+                        times,
+                        "rattler's solve alone, whole process",
+                        floor,
+                    )
+                )
+            flags = [f"--channel-map={k}={v}" for k, v in mapping.items()]
+            flags += [f"--platform={p}" for p in platforms]
+            out = root / "locks"
+            lock = process(
+                [ENVFACTORY, "lock", combo_name, *flags, "--pip-index", str(wheels),
+                 "-o", str(out)]
+            )  # fmt: skip
+            raw_all = process([PYTHON, "-c", RAW_SOLVE, json.dumps(jobs)])
+            times, floor = paired(lock, raw_all, args.repeat)
+            rows.append(
+                Row(
+                    f"envfactory lock {combo_name} ({'+'.join(platforms)}, {label})",
+                    times,
+                    "rattler's solve alone of the same platforms, whole process",
+                    floor,
+                )
+            )
+    report("solve and lock", rows, args, notes=notes)
 
-            def lock_all(r: LockRequest = request, o: Path = out) -> None:
-                lock_combo(r, o)
 
-            med, best = timed(lock_all, args.repeat)
-            joined = "+".join(platforms)
-            print(f"lock   {combo_name:14} {joined:17} {label:40} {med:7.3f} s ({best:.3f})")
-        deep = LockRequest.for_combo(
-            catalog.combo("tf114-cuda100"),
-            platforms=("linux-64",),
-            channel_map=ChannelMap({"defaults": (root / "generated").as_uri()}),
-        )
-        from envfactory.build import rattler_adapter
-
-        specs = [*deep.conda_specs("linux-64"), "gen-pkg-1999", "gen-pkg-1500", "gen-pkg-1000"]
-        vpk = deep.virtual("linux-64")
-        url = [(root / "generated").as_uri()]
-        holder: list[int] = []
-
-        def solve_deep() -> None:
-            holder[:] = [len(rattler_adapter.solve(specs, url, "linux-64", vpk))]
-
-        med, best = timed(solve_deep, args.repeat)
-        print(
-            f"solve  tf114 pins + 3 deep generated roots ({holder[0]} packages) "
-            f"{'':10} {med:7.3f} s ({best:.3f})"
-        )
+SOLVE_ONE = """
+import json, sys
+from envfactory.build.channels import ChannelMap
+from envfactory.build.lock import LockRequest, solve_platform
+from envfactory.catalog.loader import load_catalog
+combo, platform, mapping, wheels = sys.argv[1:]
+request = LockRequest.for_combo(
+    load_catalog().combo(combo), platforms=(platform,), channel_map=ChannelMap(json.loads(mapping)),
+    pip_index=wheels,
+)
+solve_platform(request, platform)
+"""
 
 
 if __name__ == "__main__":

@@ -6,18 +6,18 @@ import functools
 import json
 import re
 import traceback
-from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from envfactory.errors import CatalogError
+
+if TYPE_CHECKING:  # jinja2 is imported by the commands that render, not by every command
+    import jinja2
 
 
 def templates_dir() -> Path:
     """The templates shipped inside the wheel, or the repository's top-level ``templates/``."""
-    packaged = Path(str(resources.files("envfactory"))) / "templates"
+    packaged = Path(__file__).resolve().parent / "templates"
     if packaged.is_dir():
         return packaged
     return Path(__file__).resolve().parents[1] / "templates"
@@ -37,8 +37,11 @@ def yaml_str(value: object) -> str:
 @functools.cache
 def environment(directory: Path | None = None) -> jinja2.Environment:
     """The Jinja environment over ``directory`` (default: the shipped templates)."""
+    import jinja2
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(directory or templates_dir())),
+        bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -56,8 +59,30 @@ def environment(directory: Path | None = None) -> jinja2.Environment:
     return env
 
 
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Jinja's own per-user cache of compiled templates (a 0700 directory in the temp dir that
+    Jinja checks is the user's): compiling the ~10 templates of a render took most of its time.
+    Entries are keyed by the template's source and the Python version; a cache that cannot be
+    used is skipped, never an error."""
+    import jinja2
+
+    class QuietCache(jinja2.FileSystemBytecodeCache):
+        def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            try:
+                super().dump_bytecode(bucket)
+            except OSError:
+                return
+
+    try:
+        return QuietCache()
+    except (OSError, RuntimeError):  # an unwritable temp dir, or one that is not safe
+        return None
+
+
 def render_template(name: str, context: dict[str, Any], directory: Path | None = None) -> str:
     """Render one template; a broken template is reported with its file and line."""
+    import jinja2
+
     try:
         return environment(directory).get_template(name).render(**context)
     except jinja2.TemplateSyntaxError as exc:

@@ -301,26 +301,12 @@ def _package_problem(pkg: LockedPackage, platforms: Sequence[str]) -> str | None
 
 def _check_custom_metadata(custom: Mapping[str, str], path: Path) -> None:
     """envfactory's record in the lock, read the way create, mirror, kernel and --check read it
-    (``LockMetadata``: its JSON parses), then held to where its values go: names are plain
-    names, channel URLs are one-line http(s)/file URLs, and project variables can be carried by
-    conda's activators (``untrusted.check_state_variables``, as the manifest reader does)."""
-    from envfactory import untrusted
-    from envfactory.build.lockmeta import LockMetadata
+    (``LockMetadata``: its JSON parses), then held to where its values go
+    (``lockmeta.check_record``, which ``lock --check`` applies too)."""
+    from envfactory.build.lockmeta import LockMetadata, check_record
 
-    where = str(path)
-    meta = LockMetadata.from_custom_metadata(custom, where=where)
-    for label, name in (("combo", meta.combo), ("environment", meta.environment)):
-        if name is not None and not untrusted.PLAIN_NAME.fullmatch(name):
-            raise UserInputError(
-                f"{where}: the lock's {label} {name!r} is not a plain name", LOCK_HINT
-            )
-    for channel, url in meta.channels.items():
-        problem = untrusted.channel_problem(url)
-        if problem:
-            raise UserInputError(
-                f"{where}: the lock's channel {channel} ({url!r}): {problem}", LOCK_HINT
-            )
-    untrusted.check_state_variables(meta.variables, f"{where}: the lock's variables")
+    meta = LockMetadata.from_custom_metadata(custom, where=str(path))
+    check_record(meta, str(path))
 
 
 def _build_from_url(url: str, manager: str) -> str:

@@ -32,7 +32,7 @@ from envfactory.build.checks import (
     refuse,
     solver_hint,
 )
-from envfactory.build.lockmeta import LockMetadata
+from envfactory.build.lockmeta import LockMetadata, file_digest, read_lock_header, stale_files
 from envfactory.build.render import (
     NO_ADDITIONS,
     VIRTUAL_PACKAGES_FILE,
@@ -430,15 +430,25 @@ def lock_combo(
             seconds[platform] += pip_seconds
         say(f"{platform}: {len(conda[platform])} conda + {len(pip[platform])} pip packages")
 
-    files = _lock_files(request, rendered, solved)
-    items = [(directory / name, text) for name, text in files]
-    atomic_write_many(items)
+    written = write_lock_set(directory, _lock_files(request, rendered, solved))
     return LockResult(
         directory=directory,
-        files=tuple(path for path, _ in items),
+        files=tuple(written),
         packages=solved,
         solve_seconds=seconds,
     )
+
+
+def write_lock_set(directory: Path, files: Sequence[tuple[str, str]]) -> list[Path]:
+    """Write a lock's files (relative path, text) into ``directory`` as one unit: every file is
+    complete on disk before the first rename, and conda-lock.yml, which records the digests of
+    the others, is renamed last. Killed half way, the set reads as stale under ``--check``
+    (conda-lock.yml still vouches for the old files); the temporaries a kill leaves are removed by
+    the next write."""
+    ordered = [f for f in files if f[0] != LOCK_FILE] + [f for f in files if f[0] == LOCK_FILE]
+    items = [(directory / name, text) for name, text in ordered]
+    atomic_write_many(items)
+    return [path for path, _ in items]
 
 
 def _solve_with_conda_lock(
@@ -490,6 +500,13 @@ def _lock_files(
             env_files, Path(tmp) / VIRTUAL_PACKAGES_FILE
         )
 
+    # conda-lock.yml goes last and carries the digests of the others: written in this order, a
+    # set that a killed ``lock`` left half replaced reads as stale under ``--check``.
+    others = [(f.relpath, f.content) for f in rendered]
+    others += [
+        (explicit_name(p), render_explicit(request, p, solved[p], content_hash[p]))
+        for p in request.platforms
+    ]
     channel_names = list(dict.fromkeys(c for p in request.platforms for c in request.channels(p)))
     solver = (
         rattler_adapter.solver_name()
@@ -508,6 +525,7 @@ def _lock_files(
         virtual_packages={p: request.virtual(p) for p in request.platforms},
         environment=None if request.additions.empty else request.name,
         variables=dict(request.additions.variables),
+        files={name: file_digest(text.encode("utf-8")) for name, text in others},
     )
     packages = [pkg for p in request.platforms for pkg in solved[p]]
     sources = sorted({_env_file_of(rendered, p) for p in request.platforms})
@@ -519,11 +537,7 @@ def _lock_files(
         content_hash=content_hash,
         custom_metadata=metadata.to_custom_metadata(),
     )
-    out = [(f.relpath, f.content) for f in rendered]
-    out.append((LOCK_FILE, lock_text))
-    for p in request.platforms:
-        out.append((explicit_name(p), render_explicit(request, p, solved[p], content_hash[p])))
-    return out
+    return [*others, (LOCK_FILE, lock_text)]
 
 
 def topological(packages: Sequence[LockedPackage]) -> list[LockedPackage]:
@@ -579,35 +593,42 @@ class CheckResult:
 
 
 def check_lock(request: LockRequest, directory: Path) -> CheckResult:
-    from envfactory.build import condalock_adapter
-
+    """Whether the lock in ``directory`` is the lock of ``request`` as it is now: the recorded
+    inputs against the current ones, and every file of the set against the digest conda-lock.yml
+    recorded for it. Reads only conda-lock.yml's metadata block (no conda-lock import, no
+    package list): the read floor."""
     path = directory / LOCK_FILE
     if not path.is_file():
         return CheckResult(False, (f"{path} does not exist",))
-    lock = condalock_adapter.read_lock(path)
-    meta = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(path))
+    header = read_lock_header(path)
+    meta = header.metadata
     reasons: list[str] = []
-    if tuple(lock.platforms) != request.platforms:
+    if header.platforms != request.platforms:
         reasons.append(
-            f"the lock covers {', '.join(lock.platforms)}, "
+            f"the lock covers {', '.join(header.platforms)}, "
             f"the request {', '.join(request.platforms)}"
         )
+    current_inputs = {p: request.inputs(p) for p in request.platforms}
     for platform in request.platforms:
         recorded = meta.inputs.get(platform)
         if recorded is None:
             reasons.append(f"{platform}: the lock records no envfactory inputs")
             continue
-        current = json.loads(json.dumps(request.inputs(platform)))
+        current = json.loads(json.dumps(current_inputs[platform]))
         for key in sorted(set(recorded) | set(current)):
             if recorded.get(key) != current.get(key):
                 reasons.append(
                     f"{platform}: {key} changed: {_change(recorded.get(key), current.get(key))}"
                 )
-        if not (directory / explicit_name(platform)).is_file():
-            reasons.append(f"{platform}: {explicit_name(platform)} is missing")
-    if not reasons and meta.inputs_sha256 != inputs_hash(
-        {p: request.inputs(p) for p in request.platforms}
-    ):
+        if meta.files and explicit_name(platform) not in meta.files:
+            reasons.append(f"{platform}: the lock records no {explicit_name(platform)}")
+    if not meta.files:
+        reasons.append(
+            "the lock records no digests of its other files (written by envfactory 0.1), so "
+            "a mixed set cannot be told from a whole one"
+        )
+    reasons += stale_files(directory, meta.files)
+    if not reasons and meta.inputs_sha256 != inputs_hash(current_inputs):
         reasons.append("the recorded inputs hash does not match the inputs")
     return CheckResult(not reasons, tuple(reasons))
 

@@ -13,13 +13,15 @@ with a hint to upgrade envfactory, instead of being half understood.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from envfactory.catalog.model import PLATFORMS, Platform
-from envfactory.errors import UserInputError
+from envfactory.errors import CatalogError, UserInputError
 
 METADATA_VERSION = 1
 PREFIX = "envfactory."
@@ -48,6 +50,10 @@ class LockMetadata:
     #: a project environment's name and variables (``envfactory.yaml``); None for a bare combo
     environment: str | None = None
     variables: Mapping[str, str] = field(default_factory=dict)
+    #: the other files of the lock set (``conda-<platform>.lock``, the environment files, the
+    #: activation scripts), by path relative to the lock's directory -> ``file_digest`` of their
+    #: bytes. conda-lock.yml is written last, so a set left mixed by a killed ``lock`` shows.
+    files: Mapping[str, str] = field(default_factory=dict)
     version: int = METADATA_VERSION
 
     def to_custom_metadata(self) -> dict[str, str]:
@@ -65,6 +71,8 @@ class LockMetadata:
         if self.environment is not None:
             out[f"{PREFIX}environment"] = self.environment
             out[f"{PREFIX}variables"] = json.dumps(dict(sorted(self.variables.items())))
+        if self.files:
+            out[f"{PREFIX}files"] = json.dumps(dict(sorted(self.files.items())))
         for p, virtual in self.virtual_packages.items():
             out[f"{PREFIX}virtual_packages.{p}"] = ",".join(f"{k}={v}" for k, v in virtual.items())
         for p, inputs in self.inputs.items():
@@ -102,6 +110,7 @@ class LockMetadata:
             },
             environment=meta.get(f"{PREFIX}environment") or None,
             variables=_json_strings(meta.get(f"{PREFIX}variables"), where, "variables"),
+            files=_json_strings(meta.get(f"{PREFIX}files"), where, "files"),
             version=version,
         )
 
@@ -134,3 +143,109 @@ def _json_strings(text: str | None, where: str, key: str) -> dict[str, str]:
 
 def _pairs(text: str) -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in text.split(",") if "=" in pair)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading a lock's record without conda-lock: ``lock --check`` reads only the metadata block
+# (libyaml, stopping before the package list) and hashes the files of the set.
+
+LOCK_HINT = (
+    "regenerate it with 'envfactory lock' (a lock from a pull request is untrusted input; "
+    "see docs/security.md)"
+)
+
+
+@dataclass(frozen=True)
+class LockHeader:
+    """The metadata block of a conda-lock.yml: its platforms and envfactory's record."""
+
+    platforms: tuple[str, ...]
+    metadata: LockMetadata
+
+
+def read_lock_header(path: Path) -> LockHeader:
+    """Read ``path``'s ``metadata`` block only: the package list, most of the file, is never
+    parsed (create, verify and mirror, which use it, validate it), and conda-lock (~0.5 s to
+    import) is not imported. What is read is validated as ``read_lock`` validates it."""
+    from envfactory import untrusted
+    from envfactory.yamlio import load_yaml_keys, read_text
+
+    where = str(path)
+    try:
+        text = read_text(path, "the lockfile", LOCK_HINT)
+    except OSError as exc:
+        raise UserInputError(f"cannot read {where}: {exc.strerror}", LOCK_HINT) from None
+    if not text.strip():
+        raise UserInputError(f"{where} is empty", LOCK_HINT)
+    try:
+        top = load_yaml_keys(where, text, ("metadata",), LOCK_HINT)
+    except CatalogError as exc:
+        raise UserInputError(exc.message, exc.hint) from None
+    block = top.get("metadata") if top is not None else None
+    if top is None or not isinstance(block, dict):
+        raise UserInputError(
+            f"{where} is not a conda-lock file: it has no 'metadata' mapping", LOCK_HINT
+        )
+    line = top.key_line("metadata")
+    platforms = block.get("platforms")
+    if not isinstance(platforms, list) or not all(isinstance(p, str) for p in platforms):
+        raise UserInputError(
+            f"{where}:{line}: metadata.platforms is not a list of names", LOCK_HINT
+        )
+    for platform in platforms:
+        if platform not in untrusted.KNOWN_SUBDIRS or platform == "noarch":
+            raise UserInputError(f"{where}: unknown platform {platform!r}", LOCK_HINT)
+    custom = block.get("custom_metadata") or {}
+    if not isinstance(custom, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in custom.items()
+    ):
+        raise UserInputError(
+            f"{where}:{line}: metadata.custom_metadata does not map names to strings", LOCK_HINT
+        )
+    meta = LockMetadata.from_custom_metadata(custom, where=where)
+    check_record(meta, where)
+    return LockHeader(tuple(platforms), meta)
+
+
+def check_record(meta: LockMetadata, where: str) -> None:
+    """envfactory's record, held to where its values go: names are plain names, channel URLs
+    are one-line http(s)/file URLs, and project variables can be carried by conda's activators
+    (``untrusted.check_state_variables``, as the manifest reader does)."""
+    from envfactory import untrusted
+
+    for label, name in (("combo", meta.combo), ("environment", meta.environment)):
+        if name is not None and not untrusted.PLAIN_NAME.fullmatch(name):
+            raise UserInputError(
+                f"{where}: the lock's {label} {name!r} is not a plain name", LOCK_HINT
+            )
+    for channel, url in meta.channels.items():
+        problem = untrusted.channel_problem(url)
+        if problem:
+            raise UserInputError(
+                f"{where}: the lock's channel {channel} ({url!r}): {problem}", LOCK_HINT
+            )
+    untrusted.check_state_variables(meta.variables, f"{where}: the lock's variables")
+
+
+def file_digest(data: bytes) -> str:
+    """sha256 of a file of the lock set, line endings normalized to LF: a checkout that turns
+    LF into CRLF (git's core.autocrlf on Windows) still matches, and so do the CRLF .bat files."""
+    return hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
+
+
+def stale_files(directory: Path, recorded: Mapping[str, str]) -> list[str]:
+    """The files of the set whose bytes are not those the lock recorded: missing, or from
+    another ``lock`` run (a set left mixed by an interrupted write)."""
+    out = []
+    for relpath, digest in sorted(recorded.items()):
+        try:
+            data = (directory / relpath).read_bytes()
+        except FileNotFoundError:
+            out.append(f"{relpath} is missing")
+            continue
+        except OSError as exc:
+            out.append(f"{relpath} cannot be read: {exc.strerror}")
+            continue
+        if file_digest(data) != digest:
+            out.append(f"{relpath} is not the file this lock was written with")
+    return out

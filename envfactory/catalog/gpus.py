@@ -10,12 +10,10 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from importlib import resources
-
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from pathlib import Path
 
 from envfactory.errors import CatalogError, UserInputError, nearest
+from envfactory.yamlio import YamlMap, YamlSeq, load_yaml
 
 _CC = re.compile(r"^(\d{1,2})\.(\d)$")
 
@@ -87,14 +85,14 @@ def _find(haystack: tuple[str, ...], needle: tuple[str, ...]) -> int:
 
 
 def _load_table(text: str, path: str) -> tuple[GpuModel, ...]:
-    doc = YAML(typ="rt").load(text)
-    if not isinstance(doc, CommentedMap) or not isinstance(doc.get("gpus"), CommentedSeq):
+    doc = load_yaml(path, text)
+    if not isinstance(doc, YamlMap) or not isinstance(doc.get("gpus"), YamlSeq):
         raise CatalogError(f"{path}: top level must be 'gpus:' with a list of rows")
     models: list[GpuModel] = []
     allowed = {"names", "cc", "arch", "source", "confirmed"}
     for row in doc["gpus"]:
-        line = row.lc.line + 1 if isinstance(row, CommentedMap) else "?"
-        if not isinstance(row, CommentedMap) or set(row) != allowed:
+        line = row.line if isinstance(row, YamlMap) else "?"
+        if not isinstance(row, YamlMap) or set(row) != allowed:
             raise CatalogError(
                 f"{path}:{line}: a GPU row needs exactly the keys {', '.join(sorted(allowed))}"
             )
@@ -112,7 +110,7 @@ def _load_table(text: str, path: str) -> tuple[GpuModel, ...]:
 @functools.cache
 def gpu_table() -> tuple[GpuModel, ...]:
     """Every named GPU in the shipped table, in file order."""
-    path = resources.files("envfactory") / "data" / "gpus.yaml"
+    path = Path(__file__).resolve().parent.parent / "data" / "gpus.yaml"
     return _load_table(path.read_text(encoding="utf-8"), "gpus.yaml")
 
 

@@ -10,11 +10,8 @@ import functools
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from importlib import resources
 from pathlib import Path
 from typing import Any, cast, get_args
-
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from envfactory.catalog.model import (
     PLATFORMS,
@@ -38,7 +35,7 @@ from envfactory.catalog.model import (
     os_of,
 )
 from envfactory.errors import CatalogError, did_you_mean
-from envfactory.yamlio import YamlReader, load_yaml
+from envfactory.yamlio import YamlMap, YamlReader, YamlSeq, load_yaml
 
 _SPEC = re.compile(
     r"^(?:(?P<channel>[\w./-]+)::)?(?P<name>[\w.-]+)=(?P<version>[^=\s]+)(?:=(?P<build>[^=\s]+))?$"
@@ -116,19 +113,19 @@ class _Loader:
             )
         return tuple(out)
 
-    def _doc(self, name: str, top: str) -> tuple[YamlReader, CommentedMap]:
+    def _doc(self, name: str, top: str) -> tuple[YamlReader, YamlMap]:
         label = f"{self.directory}/{name}"
         reader = YamlReader(label)
         doc = reader.mapping(load_yaml(label, self.texts[name]), f"{name} (top level)", {top})
         return reader, reader.mapping(doc[top], top, set(), set(doc[top] or {}))
 
-    def _source_ids(self, r: YamlReader, parent: CommentedMap, what: str) -> tuple[str, ...]:
+    def _source_ids(self, r: YamlReader, parent: YamlMap, what: str) -> tuple[str, ...]:
         ids = r.strings(parent, "sources", what)
         if not ids:
             raise r.fail(parent, f"{what} has no source; every fact needs one")
         for sid in ids:
             if sid not in self.sources:
-                line = parent.lc.key("sources")[0] + 1
+                line = parent.key_line("sources")
                 raise CatalogError(
                     f"{r.path}:{line}: unknown source id '{sid}' in {what}",
                     did_you_mean(sid, self.sources, "envfactory/data/sources.yaml"),
@@ -197,7 +194,7 @@ class _Loader:
             )
         return out
 
-    def _fact(self, r: YamlReader, parent: CommentedMap, key: str, what: str) -> Fact[str]:
+    def _fact(self, r: YamlReader, parent: YamlMap, key: str, what: str) -> Fact[str]:
         m = r.mapping(parent[key], f"{what} {key}", {"value", "sources", "confirmed"}, {"note"})
         return Fact(
             value=r.string(m, "value", f"{what} {key}"),
@@ -206,7 +203,7 @@ class _Loader:
             note=r.opt_string(m, "note", f"{what} {key}"),
         )
 
-    def _conda_pins(self, r: YamlReader, seq: CommentedSeq, what: str) -> tuple[CondaPin, ...]:
+    def _conda_pins(self, r: YamlReader, seq: YamlSeq, what: str) -> tuple[CondaPin, ...]:
         pins = []
         for node in seq:
             m = r.mapping(node, f"pin in {what}", {"spec", "sources", "confirmed"}, {"note"})
@@ -234,7 +231,7 @@ class _Loader:
             pins.append(pin)
         return tuple(pins)
 
-    def _pip_pins(self, r: YamlReader, seq: CommentedSeq, what: str) -> tuple[PipPin, ...]:
+    def _pip_pins(self, r: YamlReader, seq: YamlSeq, what: str) -> tuple[PipPin, ...]:
         pins = []
         for node in seq:
             m = r.mapping(node, f"pip pin in {what}", {"spec", "sources", "confirmed"}, {"note"})
@@ -289,7 +286,7 @@ class _Loader:
         if m.get("conda_by_python") is not None:
             table = r.mapping(m["conda_by_python"], f"{what} conda_by_python", set(), set(pythons))
             for py, seq in table.items():
-                if not isinstance(seq, CommentedSeq):
+                if not isinstance(seq, YamlSeq):
                     raise r.fail(table, f"conda_by_python '{py}' in {what} must be a list")
                 by_python[str(py)] = self._conda_pins(r, seq, f"{what} python {py}")
         os_name = os_of(platform)
@@ -313,7 +310,7 @@ class _Loader:
             driver_threshold=threshold_t,
             glibc=(
                 self._fact(r, m, "glibc", what).value
-                if isinstance(m.get("glibc"), CommentedMap)
+                if isinstance(m.get("glibc"), YamlMap)
                 else r.opt_string(m, "glibc", what)
             ),
             targets=route_targets,
@@ -419,6 +416,11 @@ DATA_FILES = (
 )
 
 
+# The package's own data files, next to its modules in every install (a wheel is unpacked, never
+# imported from a zip); importlib.resources would cost 10-20 ms of imports on every command.
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+
+
 def load_catalog_from(directory: Path) -> Catalog:
     """Load a catalog from a directory of data files (tests use this on edited copies)."""
     texts = {}
@@ -434,6 +436,5 @@ def load_catalog_from(directory: Path) -> Catalog:
 @functools.cache
 def load_catalog() -> Catalog:
     """The catalog shipped inside the package, loaded once per process."""
-    data = resources.files("envfactory") / "data"
-    texts = {name: (data / name).read_text(encoding="utf-8") for name in DATA_FILES}
-    return _Loader(texts, str(data)).load()
+    texts = {name: (DATA_DIR / name).read_text(encoding="utf-8") for name in DATA_FILES}
+    return _Loader(texts, str(DATA_DIR)).load()

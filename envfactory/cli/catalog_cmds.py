@@ -7,15 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
-from envfactory.build.render import render_combo
-from envfactory.catalog.loader import load_catalog
-from envfactory.catalog.model import parse_platform
-from envfactory.catalog.views import describe, summarize
 from envfactory.cli.output import print_json, stdout_console
 from envfactory.errors import EXIT_OK
-from envfactory.fsio import write_rendered
+
+# Each command imports what it uses when it runs: `--help` and `list` never load jinja2 or the
+# render stage (benchmarks/bench_cli.py).
 
 JSON_HELP = "Print machine-readable JSON instead of a table."
 
@@ -28,11 +25,16 @@ def list_combos(
     A '*' marks the default Python. Routes: conda = TensorFlow GPU build from a conda channel;
     conda+pip = conda CUDA libraries + the pip TensorFlow wheel; pip = tensorflow[and-cuda].
     """
+    from envfactory.catalog.loader import load_catalog
+    from envfactory.catalog.views import summarize
+
     catalog = load_catalog()
     rows = [summarize(c) for c in catalog]
     if as_json:
         print_json(rows)
         return EXIT_OK
+    from rich.table import Table
+
     short = {"conda": "conda", "conda-cuda+pip": "conda+pip", "pip-and-cuda": "pip"}
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("combo", "TF", "CUDA", "cuDNN", "python", "linux-64", "win-64", "notes"):
@@ -71,6 +73,9 @@ def show(
     Versions, pins per platform and Python, minimum drivers, the GPU architectures the build
     carries (SASS and PTX), and which facts are unconfirmed.
     """
+    from envfactory.catalog.loader import load_catalog
+    from envfactory.catalog.views import describe
+
     catalog = load_catalog()
     doc = describe(catalog, catalog.combo(combo))
     if as_json:
@@ -175,6 +180,11 @@ def render(
     activation/<platform>/etc/conda/... (copy etc/ into an environment made with plain conda or
     micromamba). Same input, same bytes.
     """
+    from envfactory.build.render import render_combo
+    from envfactory.catalog.loader import load_catalog
+    from envfactory.catalog.model import parse_platform
+    from envfactory.fsio import write_rendered
+
     catalog = load_catalog()
     selected = [parse_platform(p) for p in platform]
     chosen = catalog.combo(combo)

@@ -9,22 +9,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from envfactory.catalog.gpus import parse_capability, resolve_gpu
-from envfactory.catalog.loader import load_catalog
-from envfactory.catalog.model import host_platform, os_of, parse_platform
 from envfactory.cli.output import print_json, stdout_console
-from envfactory.diagnose import doctor as doctor_core
-from envfactory.diagnose.audit import audit_path
-from envfactory.diagnose.compat import DriverVersion, GpuSpec, check, parse_driver
-from envfactory.diagnose.explain import explain_lines, read_lines
-from envfactory.diagnose.nvml import detect
-from envfactory.diagnose.probes import LiveProbes
-from envfactory.diagnose.recommend import parse_tf_filter
-from envfactory.diagnose.recommend import recommend as recommend_core
 from envfactory.errors import EXIT_OK, EXIT_PROBLEMS_FOUND, UserInputError
+
+if TYPE_CHECKING:  # each command imports what it uses when it runs (bench_cli.py)
+    from envfactory.diagnose.compat import DriverVersion, GpuSpec
 
 JSON_HELP = "Print machine-readable JSON instead of text."
 GPU_HELP = "GPU model, e.g. 'RTX 3080', 'NVIDIA H200' (matched tolerantly)."
@@ -33,6 +26,9 @@ DRIVER_HELP = "NVIDIA driver version as nvidia-smi prints it, e.g. 535.104.05."
 
 
 def _gpu_spec(gpu: str | None, cc: str | None) -> tuple[GpuSpec, str | None]:
+    from envfactory.catalog.gpus import parse_capability, resolve_gpu
+    from envfactory.diagnose.compat import GpuSpec
+
     if gpu and cc:
         raise UserInputError("give --gpu or --cc, not both")
     if cc:
@@ -44,6 +40,8 @@ def _gpu_spec(gpu: str | None, cc: str | None) -> tuple[GpuSpec, str | None]:
 
 
 def _driver(text: str | None) -> DriverVersion | None:
+    from envfactory.diagnose.compat import parse_driver
+
     return parse_driver(text) if text else None
 
 
@@ -61,6 +59,10 @@ def compat(
     gpu-too-old, supported (native SASS), ptx-jit (runs after JIT compilation). Exit 0 when it
     runs (supported or ptx-jit), 3 when it does not.
     """
+    from envfactory.catalog.loader import load_catalog
+    from envfactory.catalog.model import parse_platform
+    from envfactory.diagnose.compat import check
+
     catalog = load_catalog()
     spec, note = _gpu_spec(gpu, cc)
     result = check(catalog, catalog.combo(combo), spec, parse_platform(platform), _driver(driver))
@@ -94,6 +96,12 @@ def doctor(
     of each CUDA/cuDNN library would load (and which are shadowed), foreign CUDA directories on
     PATH/LD_LIBRARY_PATH, and with --prefix TensorFlow itself (built with CUDA; GPU devices; a
     real matmul on /GPU:0). Exit 3 when it found problems."""
+    from envfactory.catalog.loader import load_catalog
+    from envfactory.catalog.model import host_platform, os_of, parse_platform
+    from envfactory.diagnose import doctor as doctor_core
+    from envfactory.diagnose.nvml import detect
+    from envfactory.diagnose.probes import LiveProbes
+
     catalog = load_catalog()
     plat = parse_platform(platform) if platform else host_platform()
     chosen = catalog.combo(combo) if combo else None
@@ -126,6 +134,9 @@ def audit(
     release's range, CUDA libraries from several channels, a pip TensorFlow over a conda one. Names
     the closest catalog combo and prints the envfactory.yaml entry that rebuilds it. Reads files
     only; runs nothing. Exit 3 when it found problems."""
+    from envfactory.catalog.loader import load_catalog
+    from envfactory.diagnose.audit import audit_path
+
     if not target.exists():
         raise UserInputError(f"{target} does not exist")
     reports = audit_path(load_catalog(), target)
@@ -165,6 +176,8 @@ def explain(
     lines, the cause and the fix. The log is read as a stream (any size, bounded memory).
     Findings marked 'note' are expected on a machine without a GPU. Exit 3 when it recognized a
     problem, 0 when it found nothing or only notes."""
+    from envfactory.diagnose.explain import explain_lines, read_lines
+
     if source == "-":
         result = explain_lines(read_lines(sys.stdin.buffer, encoding, "standard input"))
     else:
@@ -201,6 +214,13 @@ def recommend(
     """The combos that run on this hardware, best first (native kernels before PTX JIT, newest
     TensorFlow first), each with why. Without --gpu/--cc it uses the GPUs this machine reports
     (and their driver, unless --driver is given). Exit 3 when none runs there."""
+    from envfactory.catalog.loader import load_catalog
+    from envfactory.catalog.model import host_platform, parse_platform
+    from envfactory.diagnose.compat import GpuSpec, parse_driver
+    from envfactory.diagnose.nvml import detect
+    from envfactory.diagnose.recommend import parse_tf_filter
+    from envfactory.diagnose.recommend import recommend as recommend_core
+
     catalog = load_catalog()
     plat = parse_platform(platform) if platform else host_platform()
     driver_v = _driver(driver)

@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from envfactory.catalog.loader import load_catalog
-from envfactory.catalog.model import Platform, parse_platform
 from envfactory.cli.output import choose, note, print_json, stdout_console
 from envfactory.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS_FOUND, UserInputError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # each command imports what it uses when it runs
     from envfactory.build.lock import LockRequest
+    from envfactory.catalog.model import Platform
 
 JSON_HELP = "Print machine-readable JSON instead of text."
 COMBO_HELP = "Combo name, e.g. tf114-cuda100 (see 'envfactory list')."
@@ -57,6 +56,8 @@ def _lock_targets(
     NAME if the project defines one, else the combo NAME."""
     from envfactory.build.channels import CONFIG_FILE, load_channel_map
     from envfactory.build.lock import SOLVERS, LockRequest, read_virtual_spec
+    from envfactory.catalog.loader import load_catalog
+    from envfactory.catalog.model import parse_platform
     from envfactory.project.manifest import PROJECT_FILE, find_project, lock_request
 
     kind = choose(solver, SOLVERS, "--solver")
@@ -331,6 +332,7 @@ def create(
     """
     from envfactory.build.channels import CONFIG_FILE, load_channel_map
     from envfactory.build.create import create_environment
+    from envfactory.catalog.model import parse_platform
     from envfactory.project.targets import lock_target, named_prefix
 
     if prefix is not None and name is not None:

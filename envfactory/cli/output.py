@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 from envfactory.errors import UserInputError
 
@@ -23,6 +24,8 @@ def choose(value: str, options: tuple[Choice, ...], option: str) -> Choice:
 
 
 def stdout_console() -> Console:
+    from rich.console import Console  # not for --json output, whose commands never need rich
+
     # Created per call so tests that capture sys.stdout see the output.
     # Tables stay one line per row when piped (rich would wrap them at 80 columns).
     width = None if sys.stdout.isatty() else 200
@@ -31,6 +34,8 @@ def stdout_console() -> Console:
 
 
 def stderr_console() -> Console:
+    from rich.console import Console
+
     return Console(file=sys.stderr, highlight=False, soft_wrap=True, markup=False)
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import typer
 
-from envfactory.catalog.model import parse_platform
 from envfactory.cli.output import choose, note, print_json, stdout_console
 from envfactory.errors import EXIT_OK
 
@@ -39,6 +38,7 @@ def mirror(
     envfactory create ENV --channel-map NAME=file://DIRECTORY --pip-index DIRECTORY/wheels
     """
     from envfactory.build.mirror import mirror_lock
+    from envfactory.catalog.model import parse_platform
     from envfactory.project.targets import lock_target
 
     lock_path = lock_target(target, project_file=project_file, locks_dir=locks_dir).lock

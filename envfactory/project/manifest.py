@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
 from envfactory import untrusted
 from envfactory.build.channels import ChannelMap
 from envfactory.build.lock import LockRequest, SolverKind
@@ -36,7 +34,7 @@ from envfactory.build.render import Additions, resolve_python
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import PLATFORMS, VARIANT_PACKAGES, Catalog, Combo, Platform
 from envfactory.errors import CatalogError, UserInputError, did_you_mean
-from envfactory.yamlio import YamlReader, line_of, load_yaml, read_text
+from envfactory.yamlio import YamlMap, YamlReader, YamlSeq, line_of, load_yaml, read_text
 
 PROJECT_FILE = "envfactory.yaml"
 LOCKS_DIR = "locks"
@@ -165,12 +163,12 @@ class _ManifestReader(YamlReader):
         return ProjectError(f"{where}: {message}", hint or SCHEMA_HINT)
 
 
-def _string_keys(reader: _ManifestReader, table: CommentedMap, what: str) -> None:
+def _string_keys(reader: _ManifestReader, table: YamlMap, what: str) -> None:
     """YAML keys may be null, numbers, booleans or lists; only strings name things here
     (``null:`` must not become an environment named 'None')."""
     for key in table:
         if not isinstance(key, str):
-            line = table.lc.key(key)[0] + 1 if hasattr(table, "lc") else None
+            line = table.key_line(key) if isinstance(table, YamlMap) else None
             kind = (
                 "null" if key is None
                 else "a boolean" if isinstance(key, bool)
@@ -184,12 +182,12 @@ def _string_keys(reader: _ManifestReader, table: CommentedMap, what: str) -> Non
             )
 
 
-def _key_line(parent: CommentedMap, key: str) -> int:
-    return int(parent.lc.key(key)[0]) + 1
+def _key_line(parent: YamlMap, key: str) -> int:
+    return parent.key_line(key)
 
 
-def _item_line(seq: CommentedSeq, index: int) -> int:
-    return int(seq.lc.item(index)[0]) + 1
+def _item_line(seq: YamlSeq, index: int) -> int:
+    return seq.item_line(index)
 
 
 ENV_KEYS = {"python", "platforms", "add", "pip", "channels", "variables"}
@@ -212,14 +210,14 @@ class _ProjectLoader:
         envs = {name: self._environment(name, node, table) for name, node in table.items()}
         return Project(path=self.path, environments=envs)
 
-    def _names_table(self, node: Any, what: str) -> CommentedMap:
+    def _names_table(self, node: Any, what: str) -> YamlMap:
         """A mapping whose keys the user names (environments, variables): string keys only."""
-        if not isinstance(node, CommentedMap):
+        if not isinstance(node, YamlMap):
             raise self.r.fail(node, f"{what} must be a mapping, got {type(node).__name__}")
         _string_keys(self.r, node, what)
         return node
 
-    def _environment(self, name: str, node: Any, table: CommentedMap) -> ProjectEnvironment:
+    def _environment(self, name: str, node: Any, table: YamlMap) -> ProjectEnvironment:
         r = self.r
         if not untrusted.PLAIN_NAME.fullmatch(name):
             raise r.at(
@@ -273,7 +271,7 @@ class _ProjectLoader:
             variables=variables,
         )
 
-    def _platforms(self, m: CommentedMap, combo: Combo, what: str) -> tuple[Platform, ...]:
+    def _platforms(self, m: YamlMap, combo: Combo, what: str) -> tuple[Platform, ...]:
         covered = tuple(p for p in PLATFORMS if p in combo.platforms)
         if "platforms" not in m:
             return covered
@@ -297,7 +295,7 @@ class _ProjectLoader:
             raise self.r.at(_key_line(m, "platforms"), f"{what}: 'platforms' is empty")
         return tuple(dict.fromkeys(chosen))
 
-    def _specs(self, m: CommentedMap, key: str, what: str) -> list[tuple[str, int]]:
+    def _specs(self, m: YamlMap, key: str, what: str) -> list[tuple[str, int]]:
         seq = self.r.sequence(m, key, what)
         out = []
         for index, value in enumerate(seq):
@@ -313,7 +311,7 @@ class _ProjectLoader:
             out.append((str(value), _item_line(seq, index)))
         return out
 
-    def _conda(self, m: CommentedMap, env: ProjectEnvironment, what: str) -> tuple[str, ...]:
+    def _conda(self, m: YamlMap, env: ProjectEnvironment, what: str) -> tuple[str, ...]:
         from envfactory.build import rattler_adapter
 
         channels = set(env.combo_channels()) | set(env.channels)
@@ -336,7 +334,7 @@ class _ProjectLoader:
             out.append(text)
         return tuple(out)
 
-    def _pip(self, m: CommentedMap, env: ProjectEnvironment, what: str) -> tuple[str, ...]:
+    def _pip(self, m: YamlMap, env: ProjectEnvironment, what: str) -> tuple[str, ...]:
         from packaging.requirements import InvalidRequirement, Requirement
         from packaging.utils import canonicalize_name
 
@@ -356,7 +354,7 @@ class _ProjectLoader:
             out.append(text)
         return tuple(out)
 
-    def _variables(self, m: CommentedMap, what: str) -> dict[str, str]:
+    def _variables(self, m: YamlMap, what: str) -> dict[str, str]:
         table = self._names_table(m["variables"], f"{what} variables")
         out: dict[str, str] = {}
         for name in table:

@@ -1,0 +1,79 @@
+"""Each command imports only what it uses (how fast it starts is measured by
+benchmarks/bench_cli.py, never timed here): no conda-lock, pydantic or py-rattler for the
+catalog and diagnosis commands, no Jinja for those that render nothing, no rich for JSON
+output, and no importlib.metadata to learn the version."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import envfactory
+
+SOLVER_SIDE = {"conda_lock", "pydantic", "rattler", "requests"}
+
+PROBE = """
+import json, sys
+from envfactory.cli import run
+import io
+real = sys.stdout
+sys.stdout = io.StringIO()
+code = run(sys.argv[1:])
+sys.stdout = real
+loaded = sorted({m.split(".")[0] for m in sys.modules} | {m for m in sys.modules if "." in m})
+print(json.dumps([code, loaded]))
+"""
+
+LOG = b"Could not load dynamic library 'libcudnn.so.7'; dlerror: libcudnn.so.7: cannot open\n"
+
+
+def modules_of(*args: str, cwd: Path, stdin: bytes = b"") -> tuple[int, set[str]]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+        cwd=cwd,
+        check=False,
+    )
+    code, loaded = json.loads(proc.stdout.decode().splitlines()[-1])
+    return code, set(loaded)
+
+
+@pytest.mark.parametrize(
+    ("args", "codes", "absent"),
+    [
+        (["--help"], {0}, {"jinja2", "yaml", "rich", "ruamel", "envfactory.catalog"}),
+        (["--version"], {0}, {"jinja2", "yaml", "rich", "ruamel", "envfactory.catalog"}),
+        (["list", "--json"], {0}, {"jinja2", "rich", "ruamel", "envfactory.build"}),
+        (["list"], {0}, {"jinja2", "ruamel", "envfactory.build"}),
+        (["show", "tf114-cuda100"], {0}, {"jinja2", "ruamel", "envfactory.build"}),
+        (["render", "tf114-cuda100", "-o", "out"], {0}, {"ruamel", "envfactory.diagnose"}),
+        (
+            ["compat", "tf114-cuda100", "--gpu", "RTX 2080", "--driver", "450.80.02"],
+            {0},
+            {"jinja2", "ruamel", "envfactory.build"},
+        ),
+        (["explain", "-"], {0, 3}, {"jinja2", "envfactory.build"}),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
+def test_a_command_imports_only_what_it_uses(
+    tmp_path: Path, args: list[str], codes: set[int], absent: set[str]
+) -> None:
+    code, loaded = modules_of(*args, cwd=tmp_path, stdin=LOG)
+    assert code in codes
+    assert not loaded & (absent | SOLVER_SIDE)
+    assert "importlib.metadata" not in loaded
+
+
+def test_the_version_is_the_package_metadata_version() -> None:
+    """``__version__`` is written once, in envfactory/__init__.py; hatchling copies it into the
+    package metadata (the editable install here is built the same way as the wheel)."""
+    from importlib.metadata import version
+
+    assert envfactory.__version__ == version("envfactory")
