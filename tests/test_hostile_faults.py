@@ -178,22 +178,7 @@ def kill_at(argv: list[str], out: Path, rng: random.Random, during_write: bool) 
         proc.wait(timeout=60)
 
 
-@pytest.mark.parametrize(
-    "during_write",
-    [
-        False,
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="issue 10 row 8 on main: a lock killed while writing leaves .*.tmp files "
-                "that later runs never remove (the lock-set work of the perf helper removes "
-                "them; drop this mark when it lands)",
-            ),
-        ),
-    ],
-    ids=["anytime", "write-phase"],
-)
+@pytest.mark.parametrize("during_write", [False, True], ids=["anytime", "write-phase"])
 def test_kill_9_during_lock(
     test_channels: dict[str, Path], tmp_path: Path, during_write: bool
 ) -> None:
