@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -138,3 +139,110 @@ def test_a_lock_of_envfactory_0_1_still_creates(
     assert result.conda > 0
     assert result.pip > 0
     assert verify_environment(prefix, lock=OLD_LOCK).identical
+
+
+# --- the lock is the source of create's activation files (and of kernel's settings) ---------
+
+
+@pytest.fixture(scope="module")
+def tf114_lock_dir(
+    test_channels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    from envfactory.build.lock import LockRequest, lock_combo
+    from envfactory.catalog.loader import load_catalog
+
+    request = LockRequest.for_combo(
+        load_catalog().combo("tf114-cuda100"),
+        platforms=["linux-64"],
+        channel_map=ChannelMap({"defaults": test_channels["defaults"].as_uri()}),
+        pip_index=str(test_channels["wheels"]),
+    )
+    out = tmp_path_factory.mktemp("lock")
+    lock_combo(request, out)
+    return out
+
+
+def test_a_lock_records_the_activation_plan(tf114_lock_dir: Path) -> None:
+    from envfactory.activation.plan import plan_for
+    from envfactory.catalog.loader import load_catalog
+
+    data = YAML(typ="safe").load((tf114_lock_dir / "conda-lock.yml").read_text())
+    meta = LockMetadata.from_custom_metadata(data["metadata"]["custom_metadata"], where="x")
+    combo = load_catalog().combo("tf114-cuda100")
+    assert meta.activation == {"linux-64": plan_for(combo, "linux-64").runtime()}
+
+
+def test_a_lock_for_a_combo_the_catalog_no_longer_has_still_creates_with_activation(
+    tf114_lock_dir: Path, test_channels: dict[str, Path], tmp_path: Path
+) -> None:
+    """The combo renamed away (as a later envfactory might): create installs the activation
+    files the lock recorded, and kernel reads the plan create installed."""
+    from envfactory.activation.kernel import kernel_env, read_facts
+
+    text = (tf114_lock_dir / "conda-lock.yml").read_text(encoding="utf-8")
+    assert "envfactory.combo: tf114-cuda100" in text
+    lock = tmp_path / "conda-lock.yml"
+    lock.write_text(text.replace("envfactory.combo: tf114-cuda100", "envfactory.combo: tf114-gone"))
+    prefix = tmp_path / "env"
+    result = create_environment(
+        lock,
+        prefix,
+        platform="linux-64",
+        channel_map=ChannelMap({"defaults": test_channels["defaults"].as_uri()}),
+        wheel_dir=test_channels["wheels"],
+    )
+    assert result.activation_note is None
+    names = sorted(p.name for p in result.activation)
+    assert "envfactory-tf114-cuda100.json" in names and "activation.py" in names
+    assert "envfactory-tf114-cuda100.sh" in names
+    facts = read_facts(prefix)
+    assert facts.combo == "tf114-gone"
+    # the plan create installed is named after the recorded plan's combo; kernel takes the
+    # catalog's only when none is installed, so point it at what is there
+    plan_file = prefix / "etc/conda/envfactory/envfactory-tf114-cuda100.json"
+    plan_file.rename(plan_file.with_name("envfactory-tf114-gone.json"))
+    env = kernel_env(facts)
+    assert env["LD_LIBRARY_PATH"].startswith(f"{prefix}/lib")
+    assert env["TF_CPP_MIN_LOG_LEVEL"] == "2"
+
+
+def test_a_0_1_lock_takes_activation_from_the_catalog_and_says_so(
+    test_channels: dict[str, Path], tmp_path: Path
+) -> None:
+    result = create_environment(
+        OLD_LOCK,
+        tmp_path / "env",
+        platform="linux-64",
+        channel_map=ChannelMap({"defaults": test_channels["defaults"].as_uri()}),
+        wheel_dir=test_channels["wheels"],
+    )
+    assert result.activation
+    assert "records no activation plan (made by an older envfactory)" in (
+        result.activation_note or ""
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(combo="../x"), "names no plain combo"),
+        (lambda d: d.update(set=[["A;B", ["literal", "1"]]]), "not an identifier"),
+        (lambda d: d.update(set=[["A", ["literal", "x\ny"]]]), "not \\[prefix\\|literal"),
+        (lambda d: d.update(unset=["CUDA_PATH`x`"]), "not an identifier"),
+        (lambda d: d.update(lists=[["PATH", [["shell", "/x"]]]]), "not \\[prefix\\|literal"),
+        (lambda d: d.update(sep=";"), "wrong separators"),
+        (lambda d: d.update(os="windows"), "is for os"),
+        (lambda d: d.update(format=2), "has format 2"),
+    ],
+)
+def test_a_recorded_plan_is_untrusted(edit: Any, message: str) -> None:
+    from envfactory.activation.plan import ActivationPlan, plan_for
+    from envfactory.catalog.loader import load_catalog
+
+    data = json.loads(
+        json.dumps(plan_for(load_catalog().combo("tf114-cuda100"), "linux-64").runtime())
+    )
+    assert ActivationPlan.from_runtime(data, "linux-64", where="x").runtime() == data
+    edit(data)
+    with pytest.raises(UserInputError, match=message):
+        ActivationPlan.from_runtime(data, "linux-64", where="locks/x/conda-lock.yml")

@@ -27,12 +27,15 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import PLATFORMS, Platform, os_of
 from envfactory.errors import UserInputError
 from envfactory.fsio import atomic_write
+
+if TYPE_CHECKING:
+    from envfactory.activation.plan import ActivationPlan
 
 Target = Literal["user", "env"]
 TARGETS: tuple[Target, ...] = ("user", "env")
@@ -119,9 +122,7 @@ def python_executable(prefix: str, platform: Platform) -> str:
 
 def kernel_env(facts: EnvironmentFacts) -> dict[str, str]:
     """The kernelspec ``env``: the activation plan's settings, resolved against the prefix."""
-    from envfactory.activation.plan import plan_for
-
-    plan = plan_for(load_catalog().combo(facts.combo), facts.platform)
+    plan = installed_plan(facts)
     prefix = str(facts.prefix)
     lists, wanted = plan.resolved(prefix)  # the core's own resolution of the plan
     # Every value is written literally (``$`` doubled) but the one ``${PATH}`` that asks
@@ -171,11 +172,33 @@ def literal(value: str) -> str:
     return value.replace("$", "$$")
 
 
+def installed_plan(facts: EnvironmentFacts) -> ActivationPlan:
+    """The plan ``create`` installed into the prefix (from the lock), which is what the
+    environment's own activation carries out; the catalog's plan only for a prefix that has
+    none installed."""
+    from envfactory.activation.plan import ActivationPlan, plan_for, plan_relpath
+
+    path = facts.prefix / plan_relpath(facts.combo)
+    if path.is_file():
+        try:
+            data = json.loads(_read(path))
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise UserInputError(
+                f"{path} is not the JSON plan envfactory installs",
+                "re-create the environment with 'envfactory create --force'",
+            )
+        return ActivationPlan.from_runtime(data, facts.platform, where=str(path))
+    return plan_for(load_catalog().combo(facts.combo), facts.platform)
+
+
 def kernel_spec(facts: EnvironmentFacts, display_name: str | None = None) -> dict[str, Any]:
-    combo = load_catalog().combo(facts.combo)
-    title = display_name or (
-        f"{facts.label} (TensorFlow {combo.tensorflow.value}, CUDA {combo.cuda.value})"
-    )
+    catalog = load_catalog()
+    title = display_name or facts.label
+    if display_name is None and facts.combo in catalog.combos:
+        combo = catalog.combo(facts.combo)
+        title = f"{facts.label} (TensorFlow {combo.tensorflow.value}, CUDA {combo.cuda.value})"
     return {
         "argv": [
             python_executable(str(facts.prefix), facts.platform),

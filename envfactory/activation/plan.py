@@ -10,6 +10,8 @@ it). Each shell conda runs scripts in gets a stub per phase in ``activate.d`` /
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -17,6 +19,7 @@ from typing import Any, Literal, get_args
 from envfactory import __version__
 from envfactory.activation import core
 from envfactory.catalog.model import Combo, Platform, os_of
+from envfactory.errors import UserInputError
 from envfactory.fsio import RenderedFile, atomic_write_many
 from envfactory.templating import render_template
 
@@ -48,6 +51,9 @@ LAUNCHER = (
     "import sys; sys.path.insert(0, sys.argv[1]); import activation; "
     "sys.exit(activation.main(sys.argv[2:]))"
 )
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+\-]*")
+_PRINTABLE_LINE = re.compile(r"[^\x00-\x1f\x7f]*")
 
 
 def is_foreign_cuda(path: str, os_name: str, prefix: str | None = None) -> bool:
@@ -111,6 +117,77 @@ class ActivationPlan:
             "unset": list(self.unset_vars),
             "unset_prefixes": list(self.unset_prefixes),
         }
+
+    @classmethod
+    def from_runtime(
+        cls, data: Mapping[str, Any], platform: Platform, *, where: str
+    ) -> ActivationPlan:
+        """The plan back from :meth:`runtime`'s data -- as a lock records it, so untrusted: every
+        name is held to a plain identifier, every value to one printable line, and the data must
+        be the shape ``runtime`` writes; anything else is a UserInputError naming ``where``."""
+
+        def bad(what: str) -> UserInputError:
+            return UserInputError(
+                f"{where}: the recorded activation plan for {platform} {what}",
+                "the lock was edited by hand or is damaged: re-lock with 'envfactory lock'",
+            )
+
+        def value(item: object) -> PlanValue:
+            if (
+                not isinstance(item, list)
+                or len(item) != 2
+                or item[0] not in ("prefix", "literal")
+                or not isinstance(item[1], str)
+                or not _PRINTABLE_LINE.fullmatch(item[1])
+            ):
+                raise bad(f"has a value that is not [prefix|literal, text]: {item!r:.80}")
+            return PlanValue(item[1], in_prefix=item[0] == "prefix")
+
+        def name(item: object) -> str:
+            if not isinstance(item, str) or not _IDENTIFIER.fullmatch(item):
+                raise bad(f"has a variable name that is not an identifier: {item!r:.80}")
+            return item
+
+        windows = os_of(platform) == "windows"
+        if data.get("format") != 1:
+            raise bad(f"has format {data.get('format')!r}, not 1")
+        combo = data.get("combo")
+        if not isinstance(combo, str) or not _PLAIN_NAME.fullmatch(combo):
+            raise bad(f"names no plain combo: {combo!r:.80}")
+        if data.get("os") != os_of(platform):
+            raise bad(f"is for os {data.get('os')!r}")
+        if data.get("sep") != (";" if windows else ":") or data.get("dirsep") != (
+            "\\" if windows else "/"
+        ):
+            raise bad("has the wrong separators for the platform")
+        lists, sets = data.get("lists"), data.get("set")
+        unset, prefixes = data.get("unset"), data.get("unset_prefixes")
+        suffix = data.get("env_lib_suffix")
+        if not all(isinstance(x, list) for x in (lists, sets, unset, prefixes)):
+            raise bad("is not the shape envfactory writes")
+        if not isinstance(suffix, str) or not _PRINTABLE_LINE.fullmatch(suffix):
+            raise bad("has a bad env_lib_suffix")
+        edits = []
+        for entry in lists or ():
+            if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[1], list):
+                raise bad(f"has a list edit that is not [NAME, [values]]: {entry!r:.80}")
+            edits.append(ListEdit(name(entry[0]), tuple(value(v) for v in entry[1])))
+        set_vars = []
+        for entry in sets or ():
+            if not isinstance(entry, list) or len(entry) != 2:
+                raise bad(f"has a set that is not [NAME, value]: {entry!r:.80}")
+            set_vars.append((name(entry[0]), value(entry[1])))
+        return cls(
+            combo=combo,
+            platform=platform,
+            separator=";" if windows else ":",
+            dirsep="\\" if windows else "/",
+            lists=tuple(edits),
+            env_lib_suffix=suffix,
+            set_vars=tuple(set_vars),
+            unset_vars=tuple(name(n) for n in unset or ()),
+            unset_prefixes=tuple(name(n) for n in prefixes or ()),
+        )
 
     def resolved(self, prefix: str) -> tuple[list[tuple[str, list[str]]], dict[str, str | None]]:
         """(list variable, directories first) pairs and {variable: value, None to unset}, with
@@ -201,7 +278,12 @@ def activation_scripts(combo: Combo, platform: Platform) -> list[RenderedFile]:
 
     Paths are relative to an environment prefix, sorted; contents are deterministic.
     """
-    plan = plan_for(combo, platform)
+    return plan_files(plan_for(combo, platform))
+
+
+def plan_files(plan: ActivationPlan) -> list[RenderedFile]:
+    """The stubs, the plan and the core that carry out ``plan`` (from the catalog, or as a
+    lock recorded it)."""
     files = [RenderedFile(CORE_RELPATH, core_source())]
     plan_json = json.dumps(plan.runtime(), sort_keys=True, ensure_ascii=True)
     files.append(RenderedFile(plan_relpath(plan.combo), plan_json + "\n"))
@@ -212,8 +294,13 @@ def activation_scripts(combo: Combo, platform: Platform) -> list[RenderedFile]:
 
 
 def install_activation(prefix: Path, combo: Combo, platform: Platform) -> list[Path]:
-    """Write the activation files into ``prefix`` atomically; return the paths written."""
-    files = activation_scripts(combo, platform)
+    """Write the activation files of the catalog's ``combo`` into ``prefix``."""
+    return install_plan(prefix, plan_for(combo, platform))
+
+
+def install_plan(prefix: Path, plan: ActivationPlan) -> list[Path]:
+    """Write the activation files of ``plan`` into ``prefix`` atomically; return the paths."""
+    files = plan_files(plan)
     targets = [(prefix / f.relpath, f.content) for f in files]
     atomic_write_many(targets)
     return [path for path, _ in targets]

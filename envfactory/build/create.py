@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
-from envfactory.activation.plan import install_activation
+from envfactory.activation.plan import ActivationPlan, install_plan, plan_for
 from envfactory.build.channels import ChannelMap
 from envfactory.build.checks import LockedPackage
 from envfactory.build.lockmeta import LockMetadata
@@ -309,7 +309,7 @@ def create_environment(
             if wheels:
                 say(f"installing {len(wheels)} pip wheels (hashes checked by pip --require-hashes)")
                 pypi.install_wheels(wheels, staging.path, target_platform, python, glibc)
-            activation, note = _activation(meta.combo, staging.path, target_platform)
+            activation, note = _activation(meta, str(lock_path), staging.path, target_platform)
             if meta.variables:
                 _write_state(staging.path, dict(meta.variables))
             marker = {"lock": str(lock_path.resolve()), "platform": target_platform}
@@ -527,10 +527,25 @@ def _python_of(conda: Sequence[LockedPackage]) -> str:
 
 
 def _activation(
-    combo_name: str | None, staging: Path, platform: Platform
+    meta: LockMetadata, where: str, staging: Path, platform: Platform
 ) -> tuple[list[Path], str | None]:
-    """The combo's activation scripts, installed into the staging prefix."""
-    if not combo_name:
+    """The activation files the lock recorded, installed into the staging prefix. A lock made
+    before envfactory recorded the plan (0.1) takes it from the catalog by combo name; a combo
+    the catalog no longer has still creates, without activation files, and says so."""
+    recorded = meta.activation.get(platform)
+    if recorded is not None:
+        plan = ActivationPlan.from_runtime(recorded, platform, where=where)
+        return install_plan(staging, plan), None
+    if not meta.combo:
         return [], "the lock names no envfactory combo; no activation scripts installed"
-    combo = load_catalog().combo(combo_name)
-    return install_activation(staging, combo, platform), None
+    catalog = load_catalog()
+    if meta.combo not in catalog.combos:
+        return [], (
+            f"the lock records no activation plan and this envfactory's catalog has no combo "
+            f"'{meta.combo}'; no activation scripts installed (re-lock to record them)"
+        )
+    plan = plan_for(catalog.combo(meta.combo), platform)
+    return install_plan(staging, plan), (
+        "the lock records no activation plan (made by an older envfactory); the scripts come "
+        f"from this envfactory's catalog entry for {meta.combo}"
+    )

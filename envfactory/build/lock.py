@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from envfactory import __version__
+from envfactory.activation.plan import plan_for
 from envfactory.build.channels import ChannelMap
 from envfactory.build.checks import (
     LockedPackage,
@@ -526,6 +527,7 @@ def _lock_files(
         environment=None if request.additions.empty else request.name,
         variables=dict(request.additions.variables),
         files={name: file_digest(text.encode("utf-8")) for name, text in others},
+        activation={p: plan_for(request.combo, p).runtime() for p in request.platforms},
     )
     packages = [pkg for p in request.platforms for pkg in solved[p]]
     sources = sorted({_env_file_of(rendered, p) for p in request.platforms})

@@ -54,6 +54,9 @@ class LockMetadata:
     #: activation scripts), by path relative to the lock's directory -> ``file_digest`` of their
     #: bytes. conda-lock.yml is written last, so a set left mixed by a killed ``lock`` shows.
     files: Mapping[str, str] = field(default_factory=dict)
+    #: per platform: the activation plan ``create`` installs (ActivationPlan.runtime() data),
+    #: so a lock creates the same environment even when the catalog has changed since
+    activation: Mapping[Platform, Mapping[str, Any]] = field(default_factory=dict)
     version: int = METADATA_VERSION
 
     def to_custom_metadata(self) -> dict[str, str]:
@@ -75,6 +78,8 @@ class LockMetadata:
             out[f"{PREFIX}files"] = json.dumps(dict(sorted(self.files.items())))
         for p, virtual in self.virtual_packages.items():
             out[f"{PREFIX}virtual_packages.{p}"] = ",".join(f"{k}={v}" for k, v in virtual.items())
+        for p, plan in self.activation.items():
+            out[f"{PREFIX}activation.{p}"] = json.dumps(plan, sort_keys=True)
         for p, inputs in self.inputs.items():
             out[f"{PREFIX}inputs.{p}"] = json.dumps(inputs, sort_keys=True)
         return dict(sorted(out.items()))
@@ -111,6 +116,10 @@ class LockMetadata:
             environment=meta.get(f"{PREFIX}environment") or None,
             variables=_json_strings(meta.get(f"{PREFIX}variables"), where, "variables"),
             files=_json_strings(meta.get(f"{PREFIX}files"), where, "files"),
+            activation={
+                p: _json_object(text, where, f"activation.{p}")
+                for p, text in _platform_keys(meta, "activation").items()
+            },
             version=version,
         )
 
