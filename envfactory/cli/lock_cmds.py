@@ -146,6 +146,7 @@ def lock(
     pip_index: str | None = typer.Option(
         None,
         "--pip-index",
+        envvar="ENVFACTORY_PIP_INDEX",
         help="Where pip wheels are resolved: a folder of wheels or an index URL. Default: PyPI.",
     ),
     out: Path | None = typer.Option(
@@ -317,6 +318,7 @@ def create(
     pip_index: Path | None = typer.Option(
         None,
         "--pip-index",
+        envvar="ENVFACTORY_PIP_INDEX",
         help="A folder holding the locked wheels by file name (the wheels/ folder of "
         "'envfactory mirror'), used instead of the wheels' locked URLs.",
     ),
