@@ -79,7 +79,7 @@ KNOWN_SUBDIRS = frozenset(
 # escape there cannot be carried verbatim; which shell reads it how:
 STATE_VALUE_BREAKERS: Mapping[str, str] = {
     "'": "ends posix sh's and xonsh's quotes",
-    '"': "ends csh's, fish's, cmd's and PowerShell's quotes",
+    '"': "ends csh's, fish's and PowerShell's quotes",
     "$": "expands in csh, fish and PowerShell",
     "`": "runs a command in csh and escapes in PowerShell",
     "!": "is history substitution in csh (even in conda's eval)",
