@@ -73,6 +73,9 @@ class LockRequest:
     virtual_packages: Mapping[Platform, Mapping[str, str]] = field(default_factory=dict)
     pip_index: str | None = None
     additions: Additions = NO_ADDITIONS
+    #: the combo's spec per platform, resolved once when the request is made (render, the
+    #: solve, the checks and the recorded inputs all read these, never the catalog again)
+    specs: Mapping[Platform, EnvironmentSpec] = field(default_factory=dict)
 
     @classmethod
     def for_combo(
@@ -93,6 +96,7 @@ class LockRequest:
             combo.route(platform)
         py = resolve_python(combo, chosen, python)
         return cls(
+            specs={p: environment_spec(combo, p, py) for p in chosen},
             combo=combo,
             platforms=chosen,
             python=py,
@@ -110,7 +114,11 @@ class LockRequest:
 
     def spec(self, platform: Platform) -> EnvironmentSpec:
         """The combo's own spec: what the post-solve checks hold the solution to."""
-        return environment_spec(self.combo, platform, self.python)
+        resolved = self.specs.get(platform)
+        if resolved is None or resolved.combo is not self.combo or resolved.python != self.python:
+            # made field by field, or changed with dataclasses.replace: resolve here
+            return environment_spec(self.combo, platform, self.python)
+        return resolved
 
     def channels(self, platform: Platform) -> tuple[str, ...]:
         """The combo's channels, then the ones the project environment adds."""
@@ -386,13 +394,19 @@ def _pip_packages(
 
 def _rendered_inputs(request: LockRequest) -> list[RenderedFile]:
     if request.additions.empty:
-        return render_combo(request.combo, platforms=list(request.platforms), python=request.python)
+        return render_combo(
+            request.combo,
+            platforms=list(request.platforms),
+            python=request.python,
+            resolved=request.specs,
+        )
     return render_combo(
         request.combo,
         platforms=list(request.platforms),
         python=request.python,
         additions=request.additions,
         regenerate=request.regenerate(),
+        resolved=request.specs,
     )
 
 

@@ -242,10 +242,11 @@ def render_combo(
     python: str | None = None,
     additions: Additions = NO_ADDITIONS,
     regenerate: str | None = None,
+    resolved: Mapping[Platform, EnvironmentSpec] | None = None,
 ) -> list[RenderedFile]:
     """The environment files, the virtual-package file and the activation scripts of ``combo``
     (plus a project environment's ``additions``; ``regenerate`` overrides the command written
-    into the headers).
+    into the headers; ``resolved``: specs already resolved by the caller, e.g. a LockRequest's).
 
     One ``environment.yml`` when every covered platform gets the same pins, otherwise one
     ``environment.<platform>.yml`` per platform. The file names depend on the combo, not on
@@ -257,7 +258,15 @@ def render_combo(
         combo.route(platform)  # an uncovered platform is an error that says why
     chosen = resolve_python(combo, selected, python)
     renderable = [p for p in covered if chosen in combo.platforms[p].pythons]
-    specs = {p: environment_spec(combo, p, chosen) for p in renderable}
+    known = resolved or {}
+
+    def spec_of(p: Platform) -> EnvironmentSpec:
+        given = known.get(p)
+        if given is not None and given.combo is combo and given.python == chosen:
+            return given
+        return environment_spec(combo, p, chosen)
+
+    specs = {p: spec_of(p) for p in renderable}
     shared = len(covered) == len(renderable) and len({_body_key(s) for s in specs.values()}) == 1
 
     files: list[RenderedFile] = []
