@@ -1,7 +1,9 @@
 """``lock --solver conda-lock`` runs the real ``conda-lock lock`` CLI. No conda binary exists on
 these machines, so a rattler-backed stand-in (tests/tools/conda_shim.py) answers conda-lock's two
 calls; conda-lock itself, its virtual-package channel and its lock file are the real ones. Both
-solvers must lock the same packages."""
+solvers must lock the same packages. Because the stand-in solves with rattler too, that equality
+only proves conda-lock's plumbing (its calls, its lock file, envfactory reading it back); what the
+packages must be is checked against the catalog's pins, a statement neither solver made."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from envfactory.build.condalock_adapter import read_lock
+from envfactory.catalog.loader import load_catalog
 
 ENVFACTORY = shutil.which("envfactory", path=str(Path(sys.executable).parent))
 SHIM = Path(__file__).parent / "tools" / "conda_shim.py"
@@ -56,6 +59,11 @@ def test_conda_lock_cli_and_rattler_lock_the_same_packages(
         }
 
     assert packages(ours) == packages(theirs)
+    locked = {(p[0], p[1], p[2]) for p in packages(theirs)}
+    route = load_catalog().combo("tf114-cuda101").route("linux-64")
+    pins = [p for p in route.conda_pins("3.7") if p.build]
+    assert len(pins) >= 4
+    assert [p.spec for p in pins if (p.name, p.version, p.build) not in locked] == []
     assert ("tensorflow-base", "1.14.0", "gpu_py37he45bfe2_0") in {p[:3] for p in packages(theirs)}
     text = (tmp_path / "c" / "tf114-cuda101" / "conda-lock.yml").read_text()
     assert "envfactory.regenerate: envfactory lock tf114-cuda101 --solver conda-lock" in text
