@@ -22,6 +22,7 @@ from envfactory.catalog.model import Combo, Platform, os_of
 from envfactory.errors import UserInputError
 from envfactory.fsio import RenderedFile, atomic_write_many
 from envfactory.templating import render_template
+from envfactory.untrusted import PLAIN_NAME, VARIABLE_NAME
 
 Shell = Literal["sh", "csh", "fish", "xsh", "bat", "ps1"]
 SHELLS: tuple[Shell, ...] = get_args(Shell)
@@ -51,8 +52,6 @@ LAUNCHER = (
     "import sys; sys.path.insert(0, sys.argv[1]); import activation; "
     "sys.exit(activation.main(sys.argv[2:]))"
 )
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+\-]*")
 _PRINTABLE_LINE = re.compile(r"[^\x00-\x1f\x7f]*")
 
 
@@ -144,7 +143,7 @@ class ActivationPlan:
             return PlanValue(item[1], in_prefix=item[0] == "prefix")
 
         def name(item: object) -> str:
-            if not isinstance(item, str) or not _IDENTIFIER.fullmatch(item):
+            if not isinstance(item, str) or not VARIABLE_NAME.fullmatch(item):
                 raise bad(f"has a variable name that is not an identifier: {item!r:.80}")
             return item
 
@@ -152,7 +151,7 @@ class ActivationPlan:
         if data.get("format") != 1:
             raise bad(f"has format {data.get('format')!r}, not 1")
         combo = data.get("combo")
-        if not isinstance(combo, str) or not _PLAIN_NAME.fullmatch(combo):
+        if not isinstance(combo, str) or not PLAIN_NAME.fullmatch(combo):
             raise bad(f"names no plain combo: {combo!r:.80}")
         if data.get("os") != os_of(platform):
             raise bad(f"is for os {data.get('os')!r}")
