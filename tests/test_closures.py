@@ -147,3 +147,29 @@ def test_check_prints_a_regenerate_line_with_every_option(
     assert f"--channel-map defaults={defaults.as_uri()}" in line
     assert f"--pip-index {wheels}" in line
     assert f"-o {out}" in line
+
+
+def test_conda_lock_is_imported_only_for_the_writer(
+    test_channels: dict[str, Path], tmp_path: Path
+) -> None:
+    """Issue 11: solving and the pip resolution run before conda_lock is imported (0.5 s)."""
+    script = f"""
+import sys
+from envfactory.build.channels import ChannelMap
+from envfactory.build.lock import LockRequest, lock_combo
+from envfactory.catalog.loader import load_catalog
+seen = []
+def progress(message):
+    seen.append((message.split(":", 1)[-1].strip()[:20], "conda_lock" in sys.modules))
+cmap = ChannelMap({{"defaults": {test_channels["defaults"].as_uri()!r}}})
+req = LockRequest.for_combo(load_catalog().combo("tf114-cuda100"), ("linux-64",),
+                            channel_map=cmap, pip_index={str(test_channels["wheels"])!r})
+lock_combo(req, __import__("pathlib").Path({str(tmp_path)!r}), progress=progress)
+print(seen)
+print("conda_lock" in sys.modules)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    seen, after = proc.stdout.strip().splitlines()
+    assert "True" not in seen, seen  # not imported while solving and resolving
+    assert after == "True"  # the writer did import it

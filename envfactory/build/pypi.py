@@ -211,12 +211,42 @@ def lock_requirements(
 
 
 def lock_target(target: PipTarget) -> list[LockedPackage]:
+    """Resolve ``target`` with uv, preferring wheels: uv takes the newest version that has a
+    wheel *or an sdist*, so a compiled package whose newest version has no wheel for the target
+    (h5py for manylinux2014 on Python 3.11) would be locked as an sdist that create cannot
+    build. Every package locked as an sdist is therefore asked for again as ``--only-binary``:
+    all together first, then one by one where that fails; what has no wheel-only solution (an
+    sdist-only release such as gast 0.2.2 or termcolor 1.1.0) stays an sdist."""
+    first = _resolve(target, ())
+    sdists = tuple(sorted(p.name for p in first if is_sdist(p)))
+    if not sdists:
+        return first
+    together = _try_resolve(target, sdists)
+    if together is not None:
+        return together
+    wheel_only: list[str] = []
+    for name in sdists:
+        if _try_resolve(target, (*wheel_only, name)) is not None:
+            wheel_only.append(name)
+    return _resolve(target, tuple(wheel_only)) if wheel_only else first
+
+
+def _try_resolve(target: PipTarget, only_binary: tuple[str, ...]) -> list[LockedPackage] | None:
+    try:
+        return _resolve(target, only_binary)
+    except ToolError:
+        return None
+
+
+def _resolve(target: PipTarget, only_binary: tuple[str, ...]) -> list[LockedPackage]:
     with tempfile.TemporaryDirectory(prefix="envfactory-uv-") as tmp:
         requirements = Path(tmp) / "requirements.in"
         requirements.write_text("\n".join(target.requirements) + "\n", encoding="utf-8")
         constraints = Path(tmp) / "constraints.txt"
         constraints.write_text("\n".join(target.constraint_lines()) + "\n", encoding="utf-8")
         command = target.uv_command(requirements, constraints)
+        for name in only_binary:
+            command += ["--only-binary", name]
         try:
             proc = subprocess.run(
                 command,
@@ -239,7 +269,11 @@ def lock_target(target: PipTarget) -> list[LockedPackage]:
             "for the target python and platform, that the requirements agree with the conda "
             "packages, and see 'envfactory show COMBO' for the companion constraints",
         )
-    return packages_from_pylock(proc.stdout, target)
+    packages = packages_from_pylock(proc.stdout, target)
+    forced = {canonicalize_name(n) for n in only_binary}
+    if any(is_sdist(p) and p.name in forced for p in packages):
+        raise ToolError(f"uv locked an sdist of one of {', '.join(sorted(forced))}")
+    return packages
 
 
 def packages_from_pylock(text: str, target: PipTarget) -> list[LockedPackage]:
