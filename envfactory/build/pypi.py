@@ -466,7 +466,8 @@ def build_sdists(
     chosen = str(interpreter) if interpreter else python
     wheels: list[Path] = []
     for name, archive in sorted(archives.items()):
-        command = [uv_binary(), "build", "--wheel", "--no-config", "--out-dir", str(out)]
+        command = [uv_binary(), "build", "--wheel", "--no-config", "--no-python-downloads"]
+        command += ["--out-dir", str(out)]
         command += ["--python", chosen, str(archive)]
         proc = subprocess.run(
             command,
