@@ -162,7 +162,7 @@ seen = []
 def progress(message):
     seen.append((message.split(":", 1)[-1].strip()[:20], "conda_lock" in sys.modules))
 cmap = ChannelMap({{"defaults": {test_channels["defaults"].as_uri()!r}}})
-req = LockRequest.for_combo(load_catalog().combo("tf114-cuda100"), ("linux-64",),
+req = LockRequest.for_combo(load_catalog().combo("tf114-cuda100"), platforms=("linux-64",),
                             channel_map=cmap, pip_index={str(test_channels["wheels"])!r})
 lock_combo(req, __import__("pathlib").Path({str(tmp_path)!r}), progress=progress)
 print(seen)
