@@ -120,3 +120,16 @@ def test_a_gpu_older_than_the_build_but_known_to_the_toolkit_is_too_old() -> Non
     reasons = " ".join(result.reasons)
     assert "older than the oldest architecture tf114-cuda100 carries" in reasons
     assert "sm_35" in reasons
+
+
+def test_an_uncovered_platform_says_why_in_the_catalogs_words() -> None:
+    """A mutation run showed the reason of platform-unsupported was never read by a test."""
+    catalog = load_catalog()
+    combo = catalog.combo("tf215-cuda122")
+    gap = combo.uncovered["win-64"]
+    result = check(catalog, combo, GpuSpec(parse_capability("8.6")), "win-64", None)
+    assert result.verdict == "platform-unsupported"
+    (reason,) = result.reasons
+    assert reason.startswith("tf215-cuda122 has no win-64 route: ")
+    assert gap.reason in reason
+    assert "(covered: linux-64)" in reason
