@@ -81,8 +81,10 @@ def generated_channel(root: Path, base: Path) -> int:
     return count
 
 
+# Both scripts end with os._exit: py-rattler 0.28 can crash at interpreter exit after a solve
+# (shared/research/feasibility.md), as envfactory's own CLI does.
 RAW_SOLVE = """
-import asyncio, json, sys
+import asyncio, json, os, sys
 import rattler
 from rattler import BuildString, GenericVirtualPackage, MatchSpec, PackageName, Version
 for job in json.loads(sys.argv[1]):
@@ -101,6 +103,8 @@ for job in json.loads(sys.argv[1]):
             virtual_packages=virtual,
         )
     )
+sys.stdout.flush()
+os._exit(0)
 """
 
 
@@ -199,7 +203,7 @@ def main() -> None:
 
 
 SOLVE_ONE = """
-import json, sys
+import json, os, sys
 from envfactory.build.channels import ChannelMap
 from envfactory.build.lock import LockRequest, solve_platform
 from envfactory.catalog.loader import load_catalog
@@ -209,6 +213,8 @@ request = LockRequest.for_combo(
     pip_index=wheels,
 )
 solve_platform(request, platform)
+sys.stdout.flush()
+os._exit(0)
 """
 
 

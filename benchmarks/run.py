@@ -1,12 +1,14 @@
 """Run every benchmark and print one table of figures, floors and ratios.
 
-    .venv/bin/python benchmarks/run.py [--repeat N] [--only NAME ...] [--markdown FILE]
+    .venv/bin/python benchmarks/run.py [--repeat N] [--only NAME ...] [--pass NAME=ARGS]
+                                       [--markdown FILE]
 
 Each ``benchmarks/bench_*.py`` that follows the protocol of harness.py (``--repeat``, ``--json``)
-runs in its own process and hands back its rows; the others (the explain benchmark, whose
-figures are recall and MB/s) run as they are and their output is included verbatim. Scripts that
-need a GPU (bench_matmul_tf32.py) are left out. With ``--markdown`` the report is also written
-to that file (docs/benchmarks.md holds the latest figures).
+runs in its own process and hands back its rows; the others (create, explain, activation: their
+figures have their own shapes) run as they are and their output is included verbatim. Scripts
+that need a GPU or the network are left out unless named with ``--only`` (the report says
+which). With ``--markdown`` the report is also written to that file (docs/benchmarks.md holds
+the latest figures).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -23,7 +26,11 @@ from pathlib import Path
 from harness import ENV, PYTHON, machine, table
 
 HERE = Path(__file__).resolve().parent
-NEEDS_A_GPU = {"bench_matmul_tf32"}
+# Left out unless named with --only: they need what this benchmark run does not assume.
+LEFT_OUT = {
+    "bench_matmul_tf32": "needs an NVIDIA GPU (docs/device-runs)",
+    "bench_pip_resolver": "resolves against the real PyPI index (network)",
+}
 # Run first: what a user waits for on every command, then the slower set-ups.
 ORDER = ["bench_cli", "bench_catalog", "bench_check", "bench_lock", "bench_create"]
 
@@ -34,7 +41,7 @@ def scripts(only: list[str]) -> list[Path]:
     chosen = [
         p
         for p in found
-        if p.stem not in NEEDS_A_GPU and (not only or p.stem in only or p.stem[6:] in only)
+        if (p.stem in only or p.stem[6:] in only) or (not only and p.stem not in LEFT_OUT)
     ]
     return sorted(chosen, key=lambda p: (rank.get(p.stem, len(ORDER)), p.stem))
 
@@ -49,18 +56,29 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, help="runs per figure (default: each script's own)")
     ap.add_argument("--only", nargs="*", default=[], help="bench_cli, catalog, check, ...")
     ap.add_argument("--markdown", type=Path, help="also write the report to this file")
+    ap.add_argument(
+        "--pass",
+        dest="extra",
+        action="append",
+        default=[],
+        metavar="NAME=ARGS",
+        help="extra arguments for one script, e.g. 'bench_create=--repeat 2'",
+    )
     args = ap.parse_args()
 
+    extra = {k: shlex.split(v) for k, _, v in (e.partition("=") for e in args.extra)}
     sections: list[str] = []
     all_rows: list[dict[str, object]] = []
     started = time.perf_counter()
-    for script in scripts(args.only):
+    chosen = scripts(args.only)
+    ran = {p.stem for p in chosen}
+    for script in chosen:
         print(f"running {script.name} ...", file=sys.stderr, flush=True)
         begin = time.perf_counter()
         if follows_protocol(script):
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp) / "rows.json"
-                command = [PYTHON, str(script), "--json", str(out)]
+                command = [PYTHON, str(script), "--json", str(out), *extra.get(script.stem, [])]
                 if args.repeat:
                     command += ["--repeat", str(args.repeat)]
                 done = subprocess.run(command, capture_output=True, text=True, check=False, env=ENV)
@@ -77,11 +95,16 @@ def main() -> None:
             sections.append(f"## {result['title']} ({script.name})\n\n{table(rows)}{notes}")
         else:
             done = subprocess.run(
-                [PYTHON, str(script)], capture_output=True, text=True, check=False, env=ENV
+                [PYTHON, str(script), *extra.get(script.stem, [])],
+                capture_output=True,
+                text=True,
+                check=False,
+                env=ENV,
             )
             status = "" if done.returncode == 0 else f" (exit {done.returncode})"
+            shown = " ".join([script.name, *extra.get(script.stem, [])])
             sections.append(
-                f"## {script.name}{status}\n\n```\n{(done.stdout + done.stderr).strip()}\n```"
+                f"## {shown}{status}\n\n```\n{(done.stdout + done.stderr).strip()}\n```"
             )
         print(f"  {time.perf_counter() - begin:.0f} s", file=sys.stderr, flush=True)
 
@@ -96,7 +119,8 @@ def main() -> None:
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     header = (
         f"# Benchmarks\n\nGenerated by `python benchmarks/run.py"
-        f"{' --repeat ' + str(args.repeat) if args.repeat else ''}` on {when}: {machine()}; "
+        f"{' --repeat ' + str(args.repeat) if args.repeat else ''}"
+        f"{''.join(' --pass ' + shlex.quote(e) for e in args.extra)}` on {when}: {machine()}; "
         f"{time.perf_counter() - started:.0f} s in all.\n\n"
         "Every figure is min/median/max over repeated runs (whole processes unless marked "
         "in-process), interleaved with its floor measured in the same run; the ratio is median / "
@@ -104,6 +128,9 @@ def main() -> None:
         "the machine disturbs much less than wall-clock time. Targets are from issue 11 and are "
         "checked against the wall-clock median."
     )
+    left_out = [f"{name}.py: {why}" for name, why in LEFT_OUT.items() if name not in ran]
+    if left_out:
+        sections.append("## Not run here\n\n" + "\n".join(f"* {line}" for line in left_out))
     report = "\n\n".join([header, "## Targets\n\n" + "\n".join(summary), *sections]) + "\n"
     print(report)
     if args.markdown is not None:
