@@ -8,9 +8,11 @@ same load: ``python -c pass`` for start-up, a libyaml read of the same files for
 rattler's solve alone for solving. The ratio is median / floor median. A target, where the issue
 sets one, is checked against the figure and the ratio and reported, never asserted.
 
-Protocol (run.py relies on it; bench_create.py and the explain benchmark follow it too): every
-``benchmarks/bench_*.py`` accepts ``--repeat N`` and ``--json PATH``; it prints its table and,
-with ``--json``, writes ``{"rows": [Row.as_dict(), ...], "notes": [...]}`` to PATH.
+Protocol (run_all.py relies on it): a benchmark built on this module accepts ``--repeat N`` and
+``--json PATH``; it prints its table and, with ``--json``, writes ``{"title": ..., "rows":
+[Row.as_dict(), ...], "notes": [...]}`` to PATH. Benchmarks that are not (bench_create.py,
+bench_explain.py, bench_activation.py, bench_hostile.py) are run as they are by run_all.py and
+their output is included verbatim.
 """
 
 from __future__ import annotations
@@ -220,7 +222,7 @@ def paired(
 def parser(description: str, repeat: int) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--repeat", type=int, default=repeat, help=f"runs per figure (default {repeat})")
-    p.add_argument("--json", type=Path, help="also write the rows to this file (for run.py)")
+    p.add_argument("--json", type=Path, help="also write the rows to this file (for run_all.py)")
     return p
 
 
