@@ -26,13 +26,11 @@ Targets (issue 11): warm create <= 10x ``cp -al`` and <= 1.2x rattler's install;
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from crafted import Crafted, write_crafted, write_lock
+from harness import Row, Target, Times, parser, report
 
 WORDS = [
     *("import", "numpy", "tensor", "cuda", "kernel", "float32", "matmul", "gradient", "session"),
@@ -84,8 +83,8 @@ def generate(root: Path, count: int, total_mb: float, fmt: str, seed: int = 11) 
     return write_lock(root / "lock", archives)
 
 
-def timed(command: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one whole process."""
+def timed(command: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS (KiB) and CPU seconds (user + system) of one whole process."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         list(command), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
@@ -97,28 +96,30 @@ def timed(command: Sequence[str], env: dict[str, str] | None = None) -> tuple[fl
         raise SystemExit(f"failed: {' '.join(command)}\n{err}")
     if proc.stderr:
         proc.stderr.close()
-    return elapsed, usage.ru_maxrss
+    return elapsed, usage.ru_maxrss, usage.ru_utime + usage.ru_stime
 
 
 def series(
-    repeat: int, prepare: Callable[[int], None], run: Callable[[int], tuple[float, int]]
-) -> tuple[list[float], list[int]]:
-    times, peaks = [], []
+    repeat: int,
+    prepare: Callable[[int], None],
+    run: Callable[[int], tuple[float, int, float]],
+) -> tuple[Times, list[int]]:
+    times, peaks = Times(), []
     for i in range(repeat):
         prepare(i)
-        seconds, peak = run(i)
-        times.append(seconds)
+        seconds, peak, cpu = run(i)
+        times.runs.append(seconds)
+        times.cpu.append(cpu)
         peaks.append(peak)
     return times, peaks
 
 
-def show(label: str, times: list[float], peaks: list[int] | None = None) -> float:
-    median = statistics.median(times)
-    text = f"  {label:<44} {min(times):7.3f} {median:7.3f} {max(times):7.3f} s"
+def show(label: str, times: Times, peaks: list[int] | None = None) -> float:
+    text = f"  {label:<44} {times.min:7.3f} {times.median:7.3f} {times.max:7.3f} s"
     if peaks:
         text += f"   peak {max(peaks) / 1024:6.0f} MiB"
     print(text, flush=True)
-    return median
+    return times.median
 
 
 RATTLER_INSTALL = """
@@ -174,7 +175,7 @@ def parallel_extract(archives: list[Path], dest: Path, fmt: str) -> list[str]:
     return [sys.executable, "-c", EXTRACT_CONDA, str(dest), *map(str, archives)]
 
 
-def bench(root: Path, count: int, total_mb: float, fmt: str, repeat: int) -> dict[str, float]:
+def bench(root: Path, count: int, total_mb: float, fmt: str, repeat: int) -> list[Row]:
     print(f"\n{count} packages, {total_mb:.0f} MB of files, .{fmt} archives", flush=True)
     t0 = time.perf_counter()
     # In a child process: this process stays small, and a child it starts inherits its peak
@@ -250,8 +251,20 @@ def bench(root: Path, count: int, total_mb: float, fmt: str, repeat: int) -> dic
     print(f"  ratio warm create / cp -al:            {warm / cp:6.1f}x   (target <= 10x)")
     print(f"  ratio warm create / rattler install:   {warm / rattler:6.2f}x   (target <= 1.2x)")
     print(f"  ratio cold create / parallel extract:  {cold / tar:6.2f}x   (target <= 1.3x)")
-    print(f"  peak memory of create: {max(cold_p + warm_p) / 1024:.0f} MiB (target <= 300 MB)")
-    return {"cold": cold, "warm": warm, "cp": cp, "extract": tar, "rattler": rattler}
+    peak = max(cold_p + warm_p) / 1024
+    print(f"  peak memory of create: {peak:.0f} MiB (target <= 300 MB)")
+    what = f"{count} packages, {total_mb:.0f} MB, .{fmt}"
+    return [
+        Row(
+            f"create, cold cache ({what})", cold_t, "parallel extraction", tar_t,
+            Target(ratio=1.3), f"peak RSS {peak:.0f} MiB",
+        ),
+        Row(f"create, warm cache ({what})", warm_t, "cp -al of the prefix", cp_t, Target(ratio=10)),
+        Row(
+            f"create, warm cache ({what})", warm_t, "py-rattler install, warm cache", rattler_t,
+            Target(ratio=1.2),
+        ),
+    ]  # fmt: skip
 
 
 def main() -> None:
@@ -259,27 +272,29 @@ def main() -> None:
         root, count, total_mb, fmt = sys.argv[2:6]
         generate(Path(root), int(count), float(total_mb), fmt)
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--packages", type=int, default=210)
-    parser.add_argument("--mb", type=float, default=362.0)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--formats", default="tar.bz2,conda")
-    parser.add_argument("--keep", type=Path, default=None, help="work here (default: a tmp dir)")
-    args = parser.parse_args()
     import resource
 
+    ap = parser("create: cold and warm package cache, against its floors", repeat=5)
+    ap.add_argument("--packages", type=int, default=210)
+    ap.add_argument("--mb", type=float, default=362.0)
+    ap.add_argument("--formats", default="tar.bz2,conda")
+    ap.add_argument("--keep", type=Path, default=None, help="work here (default: a tmp dir)")
+    args = ap.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, repeat {args.repeat}")
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"(peak RSS figures include at most this process's own {own:.0f} MiB, via fork)")
+    rows: list[Row] = []
     for fmt in args.formats.split(","):
         if args.keep is not None:
             work = args.keep / fmt
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True)
-            bench(work, args.packages, args.mb, fmt, args.repeat)
+            rows += bench(work, args.packages, args.mb, fmt, args.repeat)
         else:
             with tempfile.TemporaryDirectory(prefix="bench-create-") as tmp:
-                bench(Path(tmp), args.packages, args.mb, fmt, args.repeat)
+                rows += bench(Path(tmp), args.packages, args.mb, fmt, args.repeat)
+    print()
+    report("create", rows, args, ["peak memory target: <= 300 MB for the 362 MB set"])
 
 
 if __name__ == "__main__":
