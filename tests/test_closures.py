@@ -173,3 +173,18 @@ print("conda_lock" in sys.modules)
     seen, after = proc.stdout.strip().splitlines()
     assert "True" not in seen, seen  # not imported while solving and resolving
     assert after == "True"  # the writer did import it
+
+
+def test_explain_names_the_constraint_that_fixes_the_protobuf_failure() -> None:
+    from envfactory.diagnose.explain import explain
+
+    log = (
+        '  File "x.py", line 1, in <module>\n'
+        "TypeError: Descriptors cannot not be created directly.\n"
+        "If this call came from a _pb2.py file, your generated code is out of date\n"
+    )
+    (found,) = [p for p in explain(log).problems if p.id == "protobuf-too-new"]
+    assert "protobuf<3.20" in found.fix
+    # the constraint named is the catalog's, for the lines it names
+    tf114 = load_catalog().combo("tf114-cuda100").constraints_for("linux-64")
+    assert "protobuf<3.20" in {c.requirement for c in tf114}
