@@ -133,3 +133,44 @@ def test_an_uncovered_platform_says_why_in_the_catalogs_words() -> None:
     assert reason.startswith("tf215-cuda122 has no win-64 route: ")
     assert gap.reason in reason
     assert "(covered: linux-64)" in reason
+
+
+def _fix(combo: str, gpu: str, driver: str | None) -> tuple[str, str, str | None, str | None]:
+    from envfactory.catalog.gpus import resolve_gpu
+    from envfactory.diagnose.compat import parse_driver
+
+    catalog = load_catalog()
+    model = resolve_gpu(gpu).model
+    result = check(
+        catalog,
+        catalog.combo(combo),
+        GpuSpec(model.cc, model.name),
+        "linux-64",
+        parse_driver(driver) if driver else None,
+    )
+    assert result.fix is not None
+    return result.verdict, result.fix.text, result.fix.combo, result.fix.driver
+
+
+def test_the_fix_names_what_to_do() -> None:
+    """Mutation survivors: the fix texts and the 'or keep the driver' alternative were never
+    read by a test, only the verdicts."""
+    assert _fix("tf114-cuda100", "RTX 3080", None) == (
+        "gpu-too-new",
+        "use tf210-cuda112 (TensorFlow 2.10.0, CUDA 11.2), which runs there with native kernels",
+        "tf210-cuda112",
+        None,
+    )
+    verdict, text, combo, driver = _fix("tf210-cuda112", "GTX 1080", "440.33")
+    assert (verdict, driver, combo) == ("driver-too-old", "450.80.02", "tf24-cuda101")
+    assert text == (
+        "install NVIDIA driver 450.80.02 or newer (linux), or keep driver 440.33 and use "
+        "tf24-cuda101"
+    )
+
+
+def test_driver_versions_compare_part_by_part() -> None:
+    from envfactory.diagnose.compat import parse_driver
+
+    assert parse_driver("580.159.04").parts == (580, 159, 4)
+    assert parse_driver("460.82") < parse_driver("460.106.00") < parse_driver("461")
