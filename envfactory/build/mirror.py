@@ -27,12 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import unquote, urlparse
 
 from envfactory.build.checks import LockedPackage
 from envfactory.build.create import verify_file
 from envfactory.build.lockmeta import LockMetadata
-from envfactory.build.pkgcache import PackageCache
+from envfactory.build.pkgcache import PackageCache, local_path
 from envfactory.catalog.model import Platform
 from envfactory.errors import ToolError, UserInputError
 from envfactory.progress import Progress
@@ -161,7 +160,7 @@ def fetch_verified(
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     cached = cache.cached_archive(pkg) if cache is not None and pkg.manager == "conda" else None
-    local = _local_path(pkg.url)
+    local = local_path(pkg.url)
     if cached is not None:
         shutil.copyfile(cached, part)
         outcome: Outcome = "cached"
@@ -234,7 +233,3 @@ def _download(url: str, part: Path, session: requests.Session) -> Outcome:
         )
         raise ToolError(f"cannot download {url}: {exc}", again) from None
     return "resumed" if resumed else "downloaded"
-
-
-def _local_path(url: str) -> Path | None:
-    return Path(unquote(urlparse(url).path)) if url.startswith("file://") else None
