@@ -77,11 +77,13 @@ class SessionResult:
 
 
 def bat_literal(value: str) -> str | None:
-    """``value`` inside ``set "NAME=..."`` in a .bat file, or None when cmd cannot read it back
-    exactly from the file (non-ASCII: cmd reads batch files in the OEM code page). ``%``
-    doubles; a ``"`` in the value ends the quoted part, so up to the next one the characters
-    cmd treats specially get a caret (the same rule as the core's cmd emitter)."""
-    out, quoted = [], True
+    """``value`` in ``set NAME=...`` (no quotes around the assignment) in a .bat file, or None
+    when cmd cannot read it back exactly from the file (non-ASCII: cmd reads batch files in the
+    OEM code page). ``%`` doubles; outside a pair of ``"`` in the value the characters cmd
+    treats specially get a caret, inside one they are literal -- the core's cmd emitter's rule.
+    (Inside ``set "NAME=..."`` wine's cmd keeps a caret that follows a quote in the value, so a
+    value holding ``"`` and then ``(x86)`` came back as ``^(x86^)``.)"""
+    out, quoted = [], False
     for char in value:
         if not (" " <= char <= "~" or char == "\t"):
             return None
@@ -99,7 +101,7 @@ def bat_mixed(value: str, inputs: dict[str, str]) -> str | None:
     """Like ``bat_literal``, but each run of characters outside printable ASCII becomes a
     ``%EFYIN_<n>%`` reference (added to ``inputs``); None for a control character or a line
     break. The runs hold no ``%``, so wine's second expansion has nothing to expand."""
-    out, quoted, run = [], True, ""
+    out, quoted, run = [], False, ""
 
     def flush() -> None:
         nonlocal run
@@ -148,12 +150,12 @@ def run_cmd_sessions(
     layout: list[tuple[list[Path], list[Path]]] = []
 
     def assign(name: str, value: str, on: bool) -> str:
-        literal = bat_literal(value)
-        if literal is not None and not (on and "!" in value):
-            return f'@set "{name}={literal}"'
+        literal, plain_name = bat_literal(value), bat_literal(name)
+        if literal is not None and plain_name is not None and not (on and "!" in value):
+            return f"@set {plain_name}={literal}"
         mixed = bat_mixed(value, inputs)
-        if mixed is not None and not (on and "!" in value):
-            return f'@set "{name}={mixed}"'
+        if mixed is not None and plain_name is not None and not (on and "!" in value):
+            return f"@set {plain_name}={mixed}"
         key = f"EFYIN_{len(inputs)}"
         inputs[key] = value
         if "%" in value or (on and "!" in value):  # wine would expand it a second time
