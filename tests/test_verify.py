@@ -83,3 +83,19 @@ def test_explicit_lock_option_and_json(copy: Path, env: Path) -> None:
         [ENVFACTORY, "verify", str(copy)], capture_output=True, text=True, timeout=60
     )
     assert bare.returncode == 1 and "--lock" in bare.stderr
+
+
+@pytest.mark.parametrize("text", ["{not json", "[]", '{"version": "1"}', "\udcff"])
+def test_a_damaged_record_is_an_error_with_a_hint(copy: Path, text: str) -> None:
+    record = copy / "conda-meta" / "zlib-1.2.11-0.json"
+    if text == "\udcff":
+        record.write_bytes(b"\xff\xfe{")
+    else:
+        record.write_text(text)
+    proc = subprocess.run(
+        [ENVFACTORY, "verify", str(copy)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert f"error: {record} is not a conda package record" in proc.stderr
+    assert "hint: the environment is damaged" in proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr

@@ -86,7 +86,7 @@ def _conda_records(prefix: Path) -> list[Installed]:
     for path in sorted(meta.glob("*.json")):
         if path.name == MARKER:
             continue
-        rec = json.loads(path.read_text(encoding="utf-8"))
+        rec = read_record(path)
         out.append(
             Installed(
                 "conda",
@@ -100,14 +100,33 @@ def _conda_records(prefix: Path) -> list[Installed]:
     return out
 
 
+def read_record(path: Path) -> dict[str, Any]:
+    """A conda-meta/<package>.json record, or a UserInputError naming the file: a prefix is
+    untrusted input too (docs/security.md)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        record = None
+    if (
+        not isinstance(record, dict)
+        or not isinstance(record.get("name"), str)
+        or not isinstance(record.get("version"), str | int | float)
+    ):
+        raise UserInputError(
+            f"{path} is not a conda package record (JSON with a name and a version)",
+            "the environment is damaged: re-create it with 'envfactory create --force'",
+        )
+    return record
+
+
 def _pip_records(prefix: Path) -> list[Installed]:
     from packaging.utils import canonicalize_name
 
     conda_owned: set[str] = set()
     for path in (prefix / "conda-meta").glob("*.json"):
         if path.name != MARKER:
-            rec = json.loads(path.read_text(encoding="utf-8"))
-            conda_owned.update(rec.get("files", []))
+            rec = read_record(path)
+            conda_owned.update(f for f in rec.get("files", []) if isinstance(f, str))
     out = []
     for meta in sorted(prefix.glob("[Ll]ib/**/site-packages/*.dist-info/METADATA")):
         relative = meta.relative_to(prefix).as_posix()
@@ -212,7 +231,7 @@ def check_files(prefix: Path) -> tuple[list[FileProblem], list[FileProblem], int
     for path in sorted((prefix / "conda-meta").glob("*.json")):
         if path.name == MARKER:
             continue
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = read_record(path)
         what = f"{record['name']} {record['version']} {record.get('build', '')}".strip()
         for entry in _paths_of(record) or []:
             rel = entry.get("_path")
