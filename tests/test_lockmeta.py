@@ -197,10 +197,8 @@ def test_a_lock_for_a_combo_the_catalog_no_longer_has_still_creates_with_activat
     assert "envfactory-tf114-cuda100.sh" in names
     facts = read_facts(prefix)
     assert facts.combo == "tf114-gone"
-    # the plan create installed is named after the recorded plan's combo; kernel takes the
-    # catalog's only when none is installed, so point it at what is there
-    plan_file = prefix / "etc/conda/envfactory/envfactory-tf114-cuda100.json"
-    plan_file.rename(plan_file.with_name("envfactory-tf114-gone.json"))
+    # the installed plan is named after the recorded plan's combo (tf114-cuda100), not the
+    # lock's (tf114-gone); kernel reads it all the same, with no catalog entry for tf114-gone
     env = kernel_env(facts)
     assert env["LD_LIBRARY_PATH"].startswith(f"{prefix}/lib")
     assert env["TF_CPP_MIN_LOG_LEVEL"] == "2"

@@ -179,6 +179,11 @@ def installed_plan(facts: EnvironmentFacts) -> ActivationPlan:
     from envfactory.activation.plan import ActivationPlan, plan_for, plan_relpath
 
     path = facts.prefix / plan_relpath(facts.combo)
+    if not path.is_file():
+        # the lock's record names the plan's own combo, which may differ from the lock's (a
+        # combo renamed since): the one plan create installed is the one to read
+        installed = sorted(path.parent.glob("envfactory-*.json"))
+        path = installed[0] if len(installed) == 1 else path
     if path.is_file():
         try:
             data = json.loads(_read(path))

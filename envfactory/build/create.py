@@ -63,11 +63,10 @@ from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import Platform, host_platform
 from envfactory.errors import ToolError, UserInputError
 from envfactory.progress import Progress
+from envfactory.untrusted import PIP_NAME, SHA256
 
 MARKER = "envfactory.json"  # conda-meta/envfactory.json: which lock built this prefix
 _PIP_URL = re.compile(r"\A(?:https?|file)://[^\s\x00-\x1f\x7f]+\Z")
-_SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")
-_PIP_NAME = re.compile(r"\A[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\Z")
 
 
 @dataclass(frozen=True)
@@ -130,7 +129,7 @@ def check_pip_packages(wheels: Sequence[LockedPackage]) -> None:
     """Each wheel becomes one line of pip's requirements file: its name, URL and sha256 must
     not carry anything else (a newline would add an option such as ``--find-links``)."""
     for pkg in wheels:
-        if not _PIP_NAME.match(pkg.name):
+        if not PIP_NAME.fullmatch(pkg.name):
             raise UserInputError(
                 f"the lock's pip package name {pkg.name!r} is not a package name",
                 "the lock is damaged or crafted; re-lock it",
@@ -141,7 +140,7 @@ def check_pip_packages(wheels: Sequence[LockedPackage]) -> None:
                 "without spaces or control characters",
                 "the lock is damaged or crafted; re-lock it",
             )
-        if not pkg.sha256 or not _SHA256.match(pkg.sha256):
+        if not pkg.sha256 or not SHA256.fullmatch(pkg.sha256):
             raise UserInputError(
                 f"{pkg.describe()}: the lock has no valid sha256 for it",
                 "every wheel needs one (pip --require-hashes); re-lock it",
