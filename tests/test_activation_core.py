@@ -110,9 +110,22 @@ def test_the_core_is_python_3_6_and_standard_library_only() -> None:
             imported |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
-    # typing only under `if MYPY:`, which never runs; no json or re (start-up time)
-    assert imported <= {"os", "sys", "typing"}, imported
+    # typing only under `if MYPY:`, which never runs; json only where _json is missing
+    assert imported <= {"os", "sys", "typing", "_json", "json"}, imported
     assert "from __future__" not in source and "dataclass" not in source
+    # what an activation really loads: json's C half, not json, re, enum (start-up time)
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); before = set(sys.modules); import core; "
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe, str(Path(core.__file__).parent)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = set(proc.stdout.split())
+    assert "_json" in loaded and not loaded & {"json", "re", "enum", "functools"}, loaded
 
 
 # --- the foreign-CUDA rule -------------------------------------------------------------------

@@ -1,21 +1,26 @@
-"""envfactory's activation algorithm, written once; the environment's own Python runs it.
+"""envfactory's activation algorithm, once; the environment's Python runs it (docs/activation.md)
 
-``<prefix>/bin/python -I -S etc/conda/envfactory/activation.py activate|deactivate SHELL COMBO``
-(the stubs in activate.d/deactivate.d import it and call ``main``) reads the environment and
-the plan ``envfactory-COMBO.json`` next to it, and prints the edits for SHELL (sh, csh, fish, xonsh,
-powershell; for cmd it writes OUT.bat). When a name or value cannot be written for that shell,
-or anything fails, it prints one line to stderr, no edits, and exits 1: nothing changes.
-envfactory imports this module too (the foreign-CUDA rule for doctor, kernel, the tests).
-Python 3.6+, standard library only: type comments, not annotations, keep mypy --strict on it.
+The stubs in activate.d/deactivate.d run ``python -I -S -c "import activation; ..." DIR OP SHELL
+COMBO``: this reads the environment and the plan ``envfactory-COMBO.json`` next to it and prints
+the edits for SHELL (cmd: writes them to OUT.bat). A name or value the shell cannot carry, or any
+failure: one line on stderr, no edits, exit 1, nothing changes. Python 3.6+, ``os`` and ``sys``
+only (type comments keep mypy --strict on it); envfactory imports it too (doctor, kernel).
 
 State: ``_ENVFACTORY_<CONDA_SHLVL>`` (ASCII JSON) records what one level changed; deactivate
-undoes it on the *current* values (removed entries go back before their anchor, counted from
-the end; the user's later edits stay). ``_ENVFACTORY_CARRY`` holds a PATH undo that conda's
-switch order would overwrite, for the next activation to apply. docs/activation.md says why.
+undoes it on the *current* values (a removed entry goes back before its anchor, counted from the
+end; later user edits stay). ``_ENVFACTORY_CARRY`` holds a PATH undo that conda's switch order
+would overwrite, for the next activation to apply.
 """
 
 import os
 import sys
+
+try:  # json's C half: importing json itself (re, enum, functools...) costs more than all below
+    from _json import encode_basestring_ascii as _quote
+    from _json import make_scanner
+except ImportError:  # pragma: no cover - a CPython built without it
+    from json.encoder import encode_basestring_ascii as _quote
+    from json.scanner import py_make_scanner as make_scanner  # type: ignore[attr-defined,no-redef]
 
 MYPY = False
 if MYPY:  # typing costs start-up time in the environment's Python; only mypy reads it
@@ -23,13 +28,11 @@ if MYPY:  # typing costs start-up time in the environment's Python; only mypy re
 
     Plan = Dict[str, Any]  # noqa: UP006
     IsDir = Callable[[str], bool]
+    Changes = Dict[str, "str | None"]  # noqa: UP006
 
 STATE = "_ENVFACTORY_"
 CARRY = "_ENVFACTORY_CARRY"
 SHELLS = ("sh", "csh", "fish", "xonsh", "cmd", "powershell")
-
-# No json, no re: importing them (enum, functools, collections...) costs more start-up time
-# than the whole algorithm; a small JSON codec of its own is below.
 _DIGITS = "0123456789"
 _FIRST = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_"
 _REST = _FIRST + _DIGITS
@@ -41,86 +44,71 @@ class Refused(Exception):
 
 def valid_name(name):
     # type: (str) -> bool
-    """A variable name every shell reads as one word: ``[A-Za-z_][A-Za-z0-9_]*`` (issue 10: an
-    inherited CUDA_PATH_V* name that is not one is left alone and never printed)."""
+    """``[A-Za-z_][A-Za-z0-9_]*``: one word in every shell; other names are never printed."""
     return bool(name) and name[0] in _FIRST and all(c in _REST for c in name)
 
 
-def _cuda_versioned(part):
-    # type: (str) -> bool
-    """``cuda-X[.Y...]``: NVIDIA's versioned install directories."""
-    numbers = part[5:].split(".") if part.startswith("cuda-") else []
-    return bool(numbers) and all(n and all(c in _DIGITS for c in n) for n in numbers)
-
-
-# --- the foreign-CUDA rule (doctor uses the same function) -----------------------------------
+# --- the foreign-CUDA rule (doctor and kernel use it too) ---------------------------------------
 
 
 def components(path, os_name):
     # type: (str, str) -> list[str]
-    """``path`` split into components; Windows: either slash, case folded."""
-    if os_name == "windows":
+    if os_name == "windows":  # either slash, case folded
         return [c for c in path.replace("/", "\\").lower().split("\\") if c]
     return [c for c in path.split("/") if c]
 
 
 def foreign_cuda(path, os_name):
     # type: (str, str) -> bool
-    """Whether ``path`` lies in a CUDA or cuDNN install of its own (not a conda environment's).
-
-    Sources: NVIDIA's Linux post-install steps (/usr/local/cuda-X.Y/bin, lib64; /usr/local/cuda
-    the symlink), Arch's /opt/cuda; NVIDIA's Windows installer (C:\\Program Files\\NVIDIA GPU
-    Computing Toolkit\\CUDA\\vX.Y\\bin, libnvvp); TensorFlow's old Windows guide (C:\\tools\\cuda
-    \\bin, cuDNN unpacked to C:\\tools\\cuda or its own folder); cuDNN's tarball and zip
-    (cudnn-*, cudnn). Linear time: no backtracking pattern over the path.
-    """
+    """A directory of a CUDA or cuDNN install of its own: a component ``cuda-X[.Y...]`` or
+    ``cudnn*`` (NVIDIA's versioned dirs, cuDNN's archives); ``/usr/local/cuda*``, ``/opt/cuda*``;
+    ``...\\NVIDIA GPU Computing Toolkit\\CUDA\\``, ``X:\\tools\\cuda*`` (TF's old Windows guide).
+    Sources in docs/activation.md. Linear time."""
     parts = components(path, os_name)
     for part in parts:
-        if part.startswith("cudnn") or _cuda_versioned(part):
+        numbers = part[5:].split(".") if part.startswith("cuda-") else []
+        if part.startswith("cudnn") or (
+            numbers and all(n and not n.strip(_DIGITS) for n in numbers)
+        ):
             return True
     if os_name == "windows":
-        for i in range(len(parts) - 1):
-            if parts[i] == "nvidia gpu computing toolkit" and parts[i + 1] == "cuda":
-                return True
-        # C:\tools\cuda (any drive)
+        if any(
+            parts[i : i + 2] == ["nvidia gpu computing toolkit", "cuda"] for i in range(len(parts))
+        ):
+            return True
         return len(parts) >= 3 and parts[1] == "tools" and parts[2].startswith("cuda")
-    if parts[:2] == ["usr", "local"] and len(parts) >= 3 and parts[2].startswith("cuda"):
-        return path.startswith("/")
-    if parts[:1] == ["opt"] and len(parts) >= 2 and parts[1].startswith("cuda"):
-        return path.startswith("/")
-    return False
+    top = (
+        parts[2:3] if parts[:2] == ["usr", "local"] else parts[1:2] if parts[:1] == ["opt"] else []
+    )
+    return bool(top) and top[0].startswith("cuda") and path.startswith("/")
 
 
 def inside(path, prefix, os_name):
     # type: (str, str, str) -> bool
-    if not prefix:
-        return False
-    p, root = components(path, os_name), components(prefix, os_name)
-    absolute = path.startswith("/") == prefix.startswith("/")
-    return absolute and p[: len(root)] == root
+    root = components(prefix, os_name)
+    same_kind = path.startswith("/") == prefix.startswith("/")
+    return bool(prefix) and same_kind and components(path, os_name)[: len(root)] == root
 
 
 def foreign(entry, prefix, plan, is_dir):
     # type: (str, str, Plan, IsDir) -> bool
-    """The activation's rule: a foreign CUDA directory outside ``prefix``, or another conda
-    environment's library directory (``<p>/lib``, ``<p>\\Library\\bin`` with ``<p>/conda-meta``)."""
-    os_name = plan["os"]
+    """Foreign CUDA outside ``prefix``, or another conda environment's library directory
+    (``<p>/lib``, ``<p>\\Library\\bin`` where ``<p>/conda-meta`` exists)."""
+    os_name, sep, suffix = plan["os"], plan["dirsep"], plan["env_lib_suffix"]
     if not entry or inside(entry, prefix, os_name):
         return False
     if foreign_cuda(entry, os_name):
         return True
-    dirsep = plan["dirsep"]
-    trimmed = entry[:-1] if len(entry) > 1 and entry.endswith(dirsep) else entry
-    suffix = plan["env_lib_suffix"]
+    trimmed = entry[:-1] if len(entry) > 1 and entry.endswith(sep) else entry
     fold = os_name == "windows"
     probe = trimmed.lower() if fold else trimmed
     if not suffix or not probe.endswith(suffix.lower() if fold else suffix):
         return False
     base = trimmed[: len(trimmed) - len(suffix)]
-    return bool(base) and is_dir(base + dirsep + "conda-meta")
+    return bool(base) and is_dir(base + sep + "conda-meta")
 
 
-# --- the plan --------------------------------------------------------------------------------
+# --- the plan and its undo -----------------------------------------------------------------
 
 
 def resolve(value, prefix, plan):
@@ -133,19 +121,17 @@ def resolve(value, prefix, plan):
 
 def targets(plan, prefix):
     # type: (Plan, str) -> tuple[list[tuple[str, list[str]]], dict[str, str | None]]
-    """The plan resolved against ``prefix``: (list variable, directories first) pairs, and the
-    variables it sets (a value) or unsets (None) -- ``kernel`` writes the same."""
+    """(list variable, directories first) pairs, and {variable: value, or None to unset}."""
     lists = [(name, [resolve(v, prefix, plan) for v in values]) for name, values in plan["lists"]]
     wanted = {name: resolve(value, prefix, plan) for name, value in plan["set"]}  # type: dict[str, str | None]
-    for name in plan["unset"]:
-        wanted[name] = None
+    wanted.update((name, None) for name in plan["unset"])
     return lists, wanted
 
 
 def level(env):
     # type: (dict[str, str]) -> str
     shlvl = env.get("CONDA_SHLVL", "").strip()
-    return shlvl if shlvl and all(c in "0123456789" for c in shlvl) else "0"
+    return shlvl if shlvl and all(c in _DIGITS for c in shlvl) else "0"
 
 
 def _split(value, sep):
@@ -158,31 +144,18 @@ def _same(a, b, fold):
     return a.lower() == b.lower() if fold else a == b
 
 
-# --- undo ------------------------------------------------------------------------------------
-
-
 def undo_list(current, record, sep, fold):
     # type: (str | None, Dict[str, Any], str, bool) -> str | None
     """The list variable with one recorded edit undone, from its *current* value."""
-    entries = _split(current, sep)
-    if current == "" and record.get("one_empty"):
-        entries = [""]  # activation left one empty entry, which joins to ""
+    entries = [""] if current == "" and record.get("one_empty") else _split(current, sep)
     for added in record["added"]:
-        for i, item in enumerate(entries):
-            if _same(item, added, fold):
-                del entries[i]
-                break
+        hits = [i for i, item in enumerate(entries) if _same(item, added, fold)]
+        if hits:
+            del entries[hits[0]]
     for value, anchor, occ in record["removed"]:
-        at = len(entries)
-        if anchor is not None:
-            seen = 0
-            for j in range(len(entries) - 1, -1, -1):
-                if entries[j] == anchor:
-                    if seen == occ:
-                        at = j
-                        break
-                    seen += 1
-        entries.insert(at, value)
+        hits = [j for j in range(len(entries) - 1, -1, -1) if entries[j] == anchor]
+        found = anchor is not None and isinstance(occ, int) and 0 <= occ < len(hits)
+        entries.insert(hits[occ] if found else len(entries), value)
     if entries:
         return sep.join(entries)
     return None if record["was"] == "unset" else ""
@@ -190,153 +163,56 @@ def undo_list(current, record, sep, fold):
 
 def conda_blocks(env, plan):
     # type: (dict[str, str], Plan) -> int
-    """How often CONDA_PREFIX's first PATH directory (conda's block) is on PATH. conda removes
-    one before it runs deactivate.d on a plain deactivate, none on a switch or a reactivate."""
-    prefix = env.get("CONDA_PREFIX", "")
-    if not prefix:
-        return 0
-    fold = plan["os"] == "windows"
+    """How often CONDA_PREFIX's first PATH directory (conda's block) is on PATH: conda removes
+    one before deactivate.d on a plain deactivate, none on a switch or a reactivate."""
+    prefix, fold = env.get("CONDA_PREFIX", ""), plan["os"] == "windows"
     head = prefix.rstrip("\\/") if fold else prefix.rstrip("/") + "/bin"
-    return sum(1 for e in _split(env.get("PATH"), plan["sep"]) if _same(e, head, fold))
+    return sum(_same(e, head, fold) for e in _split(env.get("PATH"), plan["sep"])) if prefix else 0
+
+
+def _no_number(text):
+    # type: (str) -> None
+    raise ValueError(text)
+
+
+class _Syntax:  # what json's scanner reads: strict strings, ints, no floats or NaN
+    strict, object_hook, object_pairs_hook = True, None, None
+    parse_int, parse_float, parse_constant = int, _no_number, _no_number
+
+
+_scan = make_scanner(_Syntax())  # type: ignore[arg-type]
 
 
 def _load(text, what):
-    # type: (str | None, str) -> object
+    # type: (str | None, str) -> Any
     if text is None:
         return None
     try:
-        value, end = _parse(text, _skip(text, 0))
-        if _skip(text, end) != len(text):
-            raise ValueError(end)
-        return value
-    except (ValueError, IndexError):
-        raise Refused("cannot read " + what + " (not envfactory's JSON)") from None
-
-
-def deactivate(env, plan, defer_path=True):
-    # type: (dict[str, str], Plan, bool) -> dict[str, str | None]
-    """Undo this level's record; return {name: new value, or None to unset}."""
-    key = STATE + level(env)
-    record = _load(env.get(key), key)
-    if not isinstance(record, dict):
-        return {}
-    sep, fold = plan["sep"], plan["os"] == "windows"
-    changes = {}  # type: dict[str, str | None]
-    blocks = record.get("blocks", 0)
-    carry = defer_path and blocks > 0 and conda_blocks(env, plan) >= blocks
-    for name, edit in sorted(record["lists"].items()):
-        if name == "PATH" and carry:
-            layers = _load(env.get(CARRY), CARRY) or []
-            changes[CARRY] = _dump([*layers, edit])  # type: ignore[misc]
-            continue
-        value = undo_list(env.get(name), edit, sep, fold)
-        if value != env.get(name):
-            changes[name] = value
-    for name, old_new in sorted(record["vars"].items()):
-        old, new = old_new
-        if env.get(name) == new and old != new:  # still what activation left: give back OLD
-            changes[name] = old
-    changes[key] = None
-    return changes
+        text = text.strip(" \t\r\n")
+        value, end = _scan(text, 0)
+        if end == len(text):
+            return value
+    except (ValueError, StopIteration, IndexError):
+        pass
+    raise Refused("cannot read " + what + " (not envfactory's JSON)")
 
 
 def _dump(data):
     # type: (object) -> str
-    """JSON, ASCII only, keys sorted, no spaces (``json.dumps(data, ensure_ascii=True,
-    sort_keys=True, separators=(",", ":"))``, which the tests hold it to)."""
-    if data is None:
-        return "null"
-    if data is True or data is False:
-        return "true" if data else "false"
-    if isinstance(data, int):
-        return str(data)
-    if isinstance(data, str):
-        out = []
-        for char in data:
-            if char in _ESCAPES:
-                out.append(_ESCAPES[char])
-            elif " " <= char <= "~":
-                out.append(char)
-            else:
-                out.extend("\\u%04x" % u for u in _utf16_units(char))  # noqa: UP031
-        return '"' + "".join(out) + '"'
+    """``json.dumps(data, ensure_ascii=True, sort_keys=True, separators=(",", ":"))``."""
+    if data is None or isinstance(data, bool):
+        return {None: "null", True: "true", False: "false"}[data]
+    if isinstance(data, (int, str)):
+        return _quote(data) if isinstance(data, str) else str(data)
     if isinstance(data, (list, tuple)):
         return "[" + ",".join(_dump(item) for item in data) + "]"
     if isinstance(data, dict):
-        items = sorted(data.items())
-        return "{" + ",".join(_dump(k) + ":" + _dump(v) for k, v in items) + "}"
+        return "{" + ",".join(_quote(k) + ":" + _dump(v) for k, v in sorted(data.items())) + "}"
     raise TypeError(type(data).__name__)
 
 
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_ESCAPES.update({"\b": "\\b", "\f": "\\f"})
-_UNESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\"}
-_UNESCAPES["/"] = "/"
-
-
-def _skip(text, at):
-    # type: (str, int) -> int
-    while at < len(text) and text[at] in " \t\r\n":
-        at += 1
-    return at
-
-
-def _parse(text, at):
-    # type: (str, int) -> tuple[Any, int]
-    """One JSON value of ``text`` from ``at`` (no floats: the plan and the state hold none)."""
-    char = text[at]
-    if char == '"':
-        out = []  # type: list[str]
-        at += 1
-        while text[at] != '"':
-            if text[at] == "\\":
-                code = text[at + 1]
-                if code == "u":
-                    out.append(chr(int(text[at + 2 : at + 6], 16)))
-                    at += 6
-                    continue
-                out.append(_UNESCAPES[code])
-                at += 2
-                continue
-            out.append(text[at])
-            at += 1
-        units = "".join(out).encode("utf-16-le", "surrogatepass")
-        return units.decode("utf-16-le", "surrogatepass"), at + 1  # \ud83d\ude00: one character
-    if char in "[{":
-        close, items, pairs = "]" if char == "[" else "}", [], {}  # type: str, list[Any], dict[str, Any]
-        at = _skip(text, at + 1)
-        while text[at] != close:
-            if char == "{":
-                key, at = _parse(text, at)
-                at = _skip(text, at)
-                if text[at] != ":" or not isinstance(key, str):
-                    raise ValueError(at)
-                value, at = _parse(text, _skip(text, at + 1))
-                pairs[key] = value
-            else:
-                value, at = _parse(text, at)
-                items.append(value)
-            at = _skip(text, at)
-            if text[at] == ",":
-                at = _skip(text, at + 1)
-                if text[at] == close:
-                    raise ValueError(at)
-            elif text[at] != close:
-                raise ValueError(at)
-        return (items if char == "[" else pairs), at + 1
-    for word, value in (("null", None), ("true", True), ("false", False)):
-        if text.startswith(word, at):
-            return value, at + len(word)
-    end = at + 1 if char == "-" else at
-    while end < len(text) and text[end] in _DIGITS:
-        end += 1
-    if end == at or text[at:end] == "-":
-        raise ValueError(at)
-    return int(text[at:end]), end
-
-
 def _apply(env, changes):
-    # type: (dict[str, str], dict[str, str | None]) -> dict[str, str]
+    # type: (dict[str, str], Changes) -> dict[str, str]
     out = dict(env)
     for name, value in changes.items():
         if value is None:
@@ -346,305 +222,261 @@ def _apply(env, changes):
     return out
 
 
-def activate(env, plan, is_dir):
-    # type: (dict[str, str], Plan, IsDir) -> dict[str, str | None]
-    """Apply ``plan`` to ``env``; return {name: new value, or None to unset}."""
-    changes = {}  # type: dict[str, str | None]
-    work = dict(env)
+def deactivate(env, plan, defer_path=True):
+    # type: (dict[str, str], Plan, bool) -> Changes
+    """Undo this level's record: {name: new value, or None to unset}."""
+    key = STATE + level(env)
+    record = _load(env.get(key), key)
+    if not isinstance(record, dict):
+        return {}
     sep, fold = plan["sep"], plan["os"] == "windows"
-    layers = _load(work.get(CARRY), CARRY)
+    changes = {key: None}  # type: Changes
+    blocks = record.get("blocks", 0)
+    carry = defer_path and blocks > 0 and conda_blocks(env, plan) >= blocks
+    for name, edit in sorted(record["lists"].items()):
+        if name == "PATH" and carry:  # conda's switch: the next activation applies it
+            changes[CARRY] = _dump([*(_load(env.get(CARRY), CARRY) or []), edit])
+            continue
+        value = undo_list(env.get(name), edit, sep, fold)
+        if value != env.get(name):
+            changes[name] = value
+    for name, (old, new) in sorted(record["vars"].items()):
+        if env.get(name) == new and old != new:  # still what activation left: give back OLD
+            changes[name] = old
+    return changes
+
+
+def activate(env, plan, is_dir):
+    # type: (dict[str, str], Plan, IsDir) -> Changes
+    """Apply ``plan`` to ``env``: {name: new value, or None to unset}."""
+    changes = {}  # type: Changes
+    sep, fold = plan["sep"], plan["os"] == "windows"
+    layers = _load(env.get(CARRY), CARRY)
     if layers is not None:
-        path = work.get("PATH")
-        for layer in reversed(layers):  # type: ignore[call-overload]
+        path = env.get("PATH")
+        for layer in reversed(layers):
             path = undo_list(path, layer, sep, fold)
         changes.update({"PATH": path, CARRY: None})
-        work = _apply(work, changes)
-    undone = deactivate(work, plan, defer_path=False)
-    changes.update(undone)
-    work = _apply(work, undone)
+    changes.update(deactivate(_apply(env, changes), plan, defer_path=False))
+    work = _apply(env, changes)
     prefix = work.get("CONDA_PREFIX", "")
     if not prefix:
         raise Refused("CONDA_PREFIX is not set")
-    key = STATE + level(work)
     lists, wanted = targets(plan, prefix)
     record = {"combo": plan["combo"], "lists": {}, "vars": {}}  # type: Dict[str, Any]
     record["blocks"] = conda_blocks(work, plan)
     for name, added in lists:
         current = work.get(name)
-        kept, removed = [], []  # type: list[str], list[tuple[str, int]]
+        kept, undo = [], []  # type: list[str], list[list[Any]]
         for entry in _split(current, sep):
             if foreign(entry, prefix, plan, is_dir):
-                removed.append((entry, len(kept)))
+                undo.append([entry, len(kept)])
             else:
                 kept.append(entry)
-        undo = []
-        for entry, follower in removed:
-            if follower < len(kept):
-                anchor = kept[follower]
-                undo.append([entry, anchor, kept[follower + 1 :].count(anchor)])
-            else:
-                undo.append([entry, None, 0])
-        was = "unset" if current is None else "empty" if current == "" else "set"
+        for item in undo:  # anchor: the next kept entry, and how many equal ones follow it
+            rest = kept[item[1] :]
+            item[1:] = [rest[0], rest[1:].count(rest[0])] if rest else [None, 0]
         entries = added + kept
+        was = "unset" if current is None else "empty" if current == "" else "set"
         edit = {"was": was, "added": added, "removed": undo}  # type: Dict[str, Any]
+        record["lists"][name] = edit
         if entries == [""]:
             edit["one_empty"] = True
-        record["lists"][name] = edit
         value = sep.join(entries) if entries else None
         if value != current:
             changes[name] = value
-    for name in sorted(work):
-        if name.startswith(tuple(plan["unset_prefixes"])) and valid_name(name):
-            wanted[name] = None
+    prefixes = tuple(plan["unset_prefixes"])
+    wanted.update((n, None) for n in work if n.startswith(prefixes) and valid_name(n))
     for name in sorted(wanted):
-        old, new = work.get(name), wanted[name]
-        if old != new:
-            record["vars"][name] = [old, new]
-            changes[name] = new
-    changes[key] = _dump(record)
+        if work.get(name) != wanted[name]:
+            record["vars"][name] = [work.get(name), wanted[name]]
+            changes[name] = wanted[name]
+    changes[STATE + level(work)] = _dump(record)
     return changes
 
 
-# --- the shells ------------------------------------------------------------------------------
+# --- the shells: each only sets and unsets ---------------------------------------------------
 
 
-def _check_name(name):
-    # type: (str) -> None
-    if not valid_name(name):
-        raise Refused("the variable name " + repr(name) + " cannot be written for a shell")
+def _text(name, value, shell):
+    # type: (str, str, str) -> str
+    if any("\ud800" <= c <= "\udfff" for c in value):
+        raise Refused(
+            name
+            + " holds bytes that are not text (undecodable), which "
+            + shell
+            + " cannot be given exactly"
+        )
+    return value
 
 
-def _no_surrogates(name, value, shell):
-    # type: (str, str, str) -> None
-    for char in value:
-        if "\ud800" <= char <= "\udfff":
-            raise Refused(
-                name + " holds bytes that are not text (undecodable), which " + shell
-                + " cannot be given exactly"
-            )
-
-
-def sh_quote(text):
-    # type: (str) -> str
-    """POSIX sh (bash, zsh, dash): single quotes; a quote is written as ``'\\''``."""
-    return "'" + text.replace("'", "'\\''") + "'"
-
-
-def csh_quote(text):
-    # type: (str) -> str
-    """csh/tcsh: single quotes; ``!`` still triggers history substitution there, so ``\\!``;
-    a line break cannot be written."""
-    if "\n" in text or "\r" in text:
-        raise Refused("csh cannot hold a line break")
-    return "'" + text.replace("'", "'\\''").replace("!", "\\!") + "'"
-
-
-def fish_quote(text):
-    # type: (str) -> str
-    """fish: single quotes, in which only backslash and the quote need a backslash."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def powershell_expr(text):
-    # type: (str) -> str
-    """PowerShell, in ASCII only (native command output is read in the console's code page):
-    runs of printable ASCII in single quotes (a quote doubled), every other UTF-16 code unit
-    as ``[char]0xHHHH``, joined with ``+`` after a leading string."""
-    tokens, run = [], ""  # type: list[str], str
-    for unit in _utf16_units(text):
-        if 0x20 <= unit <= 0x7E:
-            run += "''" if unit == 0x27 else chr(unit)
-            continue
-        if run or not tokens:
-            tokens.append("'" + run + "'")
-            run = ""
-        tokens.append(f"[char]0x{unit:04X}")
-    if run or not tokens:
-        tokens.append("'" + run + "'")
-    return " + ".join(tokens)
-
-
-def _utf16_units(text):
+def _utf16(text):
     # type: (str) -> list[int]
     data = text.encode("utf-16-le", "surrogatepass")
     return [data[i] | data[i + 1] << 8 for i in range(0, len(data), 2)]
 
 
-def emit_sh(changes, env):
-    # type: (dict[str, str | None], dict[str, str]) -> str
+def sh_quote(text):
+    # type: (str) -> str
+    """bash, zsh, dash: single quotes, a quote written ``'\\''``."""
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def csh_quote(text):
+    # type: (str) -> str
+    """csh/tcsh: as sh, and ``\\!`` (history substitution); a line break cannot be written."""
+    if "\n" in text or "\r" in text:
+        raise Refused("csh cannot hold a line break")
+    return sh_quote(text).replace("!", "\\!")
+
+
+def fish_quote(text):
+    # type: (str) -> str
+    """fish: single quotes, in which backslash and the quote take a backslash."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def powershell_expr(text):
+    # type: (str) -> str
+    """ASCII only (native output is read in the console's code page): printable ASCII runs in
+    single quotes (quote doubled), every other UTF-16 unit ``[char]0xHHHH``, joined by ``+``."""
+    tokens, run = [], ""  # type: list[str], str
+    for unit in _utf16(text):
+        if 0x20 <= unit <= 0x7E:
+            run += "''" if unit == 0x27 else chr(unit)
+            continue
+        if run or not tokens:
+            tokens.append("'" + run + "'")
+        tokens.append(f"[char]0x{unit:04X}")
+        run = ""
+    return " + ".join([*tokens, "'" + run + "'"] if run or not tokens else tokens)
+
+
+def _csh_setenv(name, value):
+    # type: (str, str) -> str
+    try:
+        return "setenv " + name + " " + csh_quote(value)
+    except Refused as err:
+        raise Refused(str(err) + " (in " + name + ")") from None
+
+
+# (line that unsets NAME, line that sets NAME to VALUE); PowerShell has no empty variables
+FORMS = {
+    "sh": ("unset {}", lambda n, v: "export " + n + "=" + sh_quote(v)),
+    "csh": ("unsetenv {}", _csh_setenv),
+    "fish": ("set -e {}", lambda n, v: "set -gx " + n + " " + fish_quote(_text(n, v, "fish"))),
+    "powershell": ("$Env:{} = $null", lambda n, v: "$Env:" + n + " = " + powershell_expr(v)),
+}  # type: Dict[str, tuple[str, Callable[[str, str], str]]]
+
+
+def emit(shell, changes, env):
+    # type: (str, Changes, dict[str, str]) -> str
+    unset, assign = FORMS[shell]
     lines = []
     for name, value in sorted(changes.items()):
-        _check_name(name)
-        if value is None:
-            if name in env:
-                lines.append("unset " + name)
+        if not valid_name(name):
+            raise Refused("the variable name " + repr(name) + " cannot be written for a shell")
+        if value is None or (not value and shell == "powershell"):
+            lines.append(unset.format(name) if name in env else "")
         else:
-            lines.append("export " + name + "=" + sh_quote(value))
-    return "".join(line + "\n" for line in lines)
-
-
-def emit_csh(changes, env):
-    # type: (dict[str, str | None], dict[str, str]) -> str
-    lines = []
-    for name, value in sorted(changes.items()):
-        _check_name(name)
-        if value is None:
-            if name in env:
-                lines.append("unsetenv " + name)
-        else:
-            try:
-                lines.append("setenv " + name + " " + csh_quote(value))
-            except Refused as err:
-                raise Refused(f"{err} (in {name})") from None
-    return "".join(line + "\n" for line in lines)
-
-
-def emit_fish(changes, env):
-    # type: (dict[str, str | None], dict[str, str]) -> str
-    lines = []
-    for name, value in sorted(changes.items()):
-        _check_name(name)
-        if value is None:
-            if name in env:
-                lines.append("set -e " + name)
-        else:
-            _no_surrogates(name, value, "fish")
-            lines.append("set -gx " + name + " " + fish_quote(value))
-    return "".join(line + "\n" for line in lines)
+            lines.append(assign(name, value))
+    return "".join(line + "\n" for line in lines if line)
 
 
 def emit_xonsh(changes, env):
-    # type: (dict[str, str | None], dict[str, str]) -> str
-    """One JSON object {name: value or null}; the .xsh script applies it to ``${...}``."""
-    for name, value in changes.items():
-        _check_name(name)
-        if value is not None:
-            _no_surrogates(name, value, "xonsh")
-    return _dump({k: v for k, v in changes.items() if v is not None or k in env}) + "\n"
+    # type: (Changes, dict[str, str]) -> str
+    """One JSON object {name: value or null}; the .xsh stub applies it to ``${...}``."""
+    emit("sh", changes, env)  # the same names are refused
+    kept = {k: v and _text(k, v, "xonsh") for k, v in changes.items() if v is not None or k in env}
+    return _dump(kept) + "\n"
 
 
-def emit_powershell(changes, env):
-    # type: (dict[str, str | None], dict[str, str]) -> str
-    """Two statement forms: ``$Env:NAME = <expr>`` and ``$Env:NAME = $null`` (which removes
-    it; PowerShell has no empty environment variables)."""
-    lines = []
-    for name, value in sorted(changes.items()):
-        _check_name(name)
-        if not value:
-            if name in env:
-                lines.append("$Env:" + name + " = $null")
-        else:
-            lines.append("$Env:" + name + " = " + powershell_expr(value))
-    return "".join(line + "\n" for line in lines)
+def _emitter(shell):
+    # type: (str) -> Callable[[Changes, dict[str, str]], str]
+    return lambda changes, env: emit(shell, changes, env)
 
 
+EMITTERS = {shell: _emitter(shell) for shell in FORMS}
+EMITTERS["xonsh"] = emit_xonsh
+emit_powershell = EMITTERS["powershell"]
 CMD_MAX_LINE = 8191  # cmd's limit on one line of a batch file
 
 
-def _cmd_sources(env, text, own):
-    # type: (dict[str, str], str, str) -> str | None
-    """``%NAME:~OFFSET,LENGTH%`` of a variable that holds ``text`` now (offsets in UTF-16)."""
-    for name in [own, *sorted(env)]:
-        value = env.get(name)
-        if value is None or not valid_name(name):
-            continue
-        at = value.find(text)
-        if at >= 0:
-            offset = len(_utf16_units(value[:at]))
-            return "%" + name + ":~" + str(offset) + "," + str(len(_utf16_units(text))) + "%"
-    return None
-
-
 def emit_cmd(changes, env, delayed=False):
-    # type: (dict[str, str | None], dict[str, str], bool) -> str
-    """A .bat of ``@set NAME=VALUE`` lines that cmd reads back as exactly VALUE, pure ASCII
-    (cmd reads batch files in the OEM code page): runs of characters outside ASCII are copied,
-    as substrings of the variables that hold them now, into the helper _EFY_U on the first
-    line, and taken from there. No quotes around the assignment: every character cmd treats
-    specially, the quote included, gets a caret, % is doubled. (Wine's cmd does not toggle
-    caret processing at quotes inside ``set "..."`` as cmd does: this form reads the same on
-    both.) Refused: control characters, a "!" while delayed expansion is on, a line over
-    8191 characters, a character no variable holds."""
-    refs, at, size = [], {}, [0]  # type: list[str], dict[str, int], list[int]
+    # type: (Changes, dict[str, str], bool) -> str
+    """A pure-ASCII .bat (cmd reads it in the OEM code page) of ``@set NAME=VALUE`` lines, no
+    quotes around them (wine's cmd reads ``set "..."`` differently): carets before ``^&|<>()"``,
+    ``%%``. Characters outside ASCII are copied as ``%NAME:~OFFSET,LENGTH%`` substrings of
+    variables that hold them now into the helper ``_EFY_U`` and taken from there. Refused: a
+    control character, ``!`` under delayed expansion, a line over 8191 characters, a character
+    no variable holds."""
+    helper, at = [], {}  # type: list[str], dict[str, int]
 
-    def run_ref(own, text):
+    def ref(own, text):
         # type: (str, str) -> str
         if text not in at:
-            ref = _cmd_sources(env, text, own)
-            if ref is None:
+            for name in [own, *sorted(env)]:
+                found = env.get(name, "").find(text) if valid_name(name) else -1
+                if found >= 0:
+                    at[text] = sum(len(_utf16(t)) for t in helper[1::2])
+                    where = "%" + name + ":~" + str(len(_utf16(env[name][:found])))
+                    helper.extend([where + "," + str(len(_utf16(text))) + "%", text])
+                    break
+            else:
                 if len(text) > 1:  # no variable holds the whole run: one character at a time
-                    return "".join(run_ref(own, c) for c in text)
-                raise Refused(
-                    f"{own} would hold the character U+{ord(text):04X}, which no variable "
-                    "of the environment holds to copy it from"
-                )
-            at[text] = size[0]
-            refs.append(ref)
-            size[0] += len(_utf16_units(text))
-        return "%_EFY_U:~" + str(at[text]) + "," + str(len(_utf16_units(text))) + "%"
+                    return "".join(ref(own, c) for c in text)
+                why = f" would hold the character U+{ord(text):04X}, which no variable of the "
+                raise Refused(own + why + "environment holds to copy it from")
+        return "%_EFY_U:~" + str(at[text]) + "," + str(len(_utf16(text))) + "%"
 
+    emit("sh", changes, env)  # the same names are refused
     lines = []
     for name, value in sorted(changes.items()):
-        _check_name(name)
         if not value:  # cmd has no empty variables
-            if name in env:
-                lines.append("@set " + name + "=")
+            lines.extend(["@set " + name + "="] if name in env else [])
             continue
-        _no_surrogates(name, value, "cmd")
-        out, i = ["@set " + name + "="], 0
-        while i < len(value):
-            char = value[i]
-            if ord(char) > 126:
-                end = i
-                while end < len(value) and ord(value[end]) > 126:
-                    end += 1
-                out.append(run_ref(name, value[i:end]))
-                i = end
+        out = ["@set " + name + "="]
+        for run in _runs(_text(name, value, "cmd")):
+            if ord(run[0]) > 126:
+                out.append(ref(name, run))
                 continue
-            if char < " " and char != "\t":
-                raise Refused(
-                    f"{name} would hold the control character U+{ord(char):04X}, which cmd "
-                    "cannot read back from a batch file"
-                )
-            if char == "!" and delayed:
-                raise Refused(name + ' would hold a "!" and delayed expansion is on')
-            if char == "%":
-                char = "%%"
-            elif char in '^&|<>()"':
-                char = "^" + char
-            out.append(char)
-            i += 1
+            for c in run:
+                if c < " " and c != "\t":
+                    why = f" would hold the control character U+{ord(c):04X}, which cmd cannot "
+                    raise Refused(name + why + "read back from a batch file")
+                if c == "!" and delayed:
+                    raise Refused(name + ' would hold a "!" and delayed expansion is on')
+                out.append("%%" if c == "%" else "^" + c if c in '^&|<>()"' else c)
         lines.append("".join(out))
-    if refs:
-        lines.insert(0, "@set _EFY_U=" + "".join(refs))
-        lines.append("@set _EFY_U=")
+    if helper:
+        lines = ["@set _EFY_U=" + "".join(helper[0::2]), *lines, "@set _EFY_U="]
     for line in lines:
         if len(line) > CMD_MAX_LINE:
-            raise Refused(
-                f"a line of the .bat would be {len(line)} characters, over cmd's limit of "
-                f"{CMD_MAX_LINE}"
-            )
+            why = f"a line of the .bat would be {len(line)} characters, over cmd's limit of "
+            raise Refused(why + str(CMD_MAX_LINE))
     return "".join(line + "\r\n" for line in lines)
 
 
-EMITTERS = {
-    "sh": emit_sh,
-    "csh": emit_csh,
-    "fish": emit_fish,
-    "xonsh": emit_xonsh,
-    "powershell": emit_powershell,
-}
+def _runs(value):
+    # type: (str) -> list[str]
+    """``value`` cut into runs of ASCII and of non-ASCII characters."""
+    runs = []  # type: list[str]
+    for c in value:
+        if runs and (ord(runs[-1][0]) > 126) == (ord(c) > 126):
+            runs[-1] += c
+        else:
+            runs.append(c)
+    return runs
 
 
-# --- the command line the activate.d/deactivate.d scripts run --------------------------------
+# --- the command line the stubs run --------------------------------------------------------
 
 
 def read_plan(combo):
     # type: (str) -> Plan
     if not combo or not all(c in _REST + ".-" for c in combo) or combo[0] in "._-":
         raise Refused("bad combo name " + repr(combo))
-    # os.path, not pathlib: every import is start-up time of each activation
-    here = os.path.dirname(os.path.abspath(__file__))  # noqa: PTH100, PTH120
+    here = os.path.dirname(os.path.abspath(__file__))  # noqa: PTH100, PTH120 - no pathlib import
     plan_file = os.path.join(here, "envfactory-" + combo + ".json")  # noqa: PTH118
     with open(plan_file, encoding="utf-8") as f:  # noqa: PTH123
         plan = _load(f.read(), plan_file)
@@ -655,32 +487,28 @@ def read_plan(combo):
 
 def environment(plan):
     # type: (Plan) -> dict[str, str]
-    env = dict(os.environ)
-    if plan["os"] == "windows":  # Windows names are case-insensitive; Python gives them upper
-        env = {k.upper(): v for k, v in env.items()}
-    return env
+    if plan["os"] == "windows":  # names are case-insensitive there; Python gives them upper
+        return {k.upper(): v for k, v in os.environ.items()}
+    return dict(os.environ)
 
 
 def run(argv, env=None, is_dir=os.path.isdir):
     # type: (list[str], dict[str, str] | None, IsDir) -> tuple[int, bytes, str]
-    """(exit status, output, message) for ``argv``: op shell combo [cmd: OUT.bat 0|1]."""
+    """(exit status, output, message) for ``argv``: OP SHELL COMBO [cmd: OUT.bat 0|1]."""
     if len(argv) < 3 or argv[0] not in ("activate", "deactivate") or argv[1] not in SHELLS:
         return 2, b"", "usage: activation.py activate|deactivate SHELL COMBO [OUT.bat 0|1]"
     op, shell, combo = argv[:3]
+    if shell == "cmd" and len(argv) != 5:
+        return 2, b"", "usage: activation.py OP cmd COMBO OUT.bat 0|1"
     try:
         plan = read_plan(combo)
-        if env is None:
-            env = environment(plan)
+        env = environment(plan) if env is None else env
         changes = activate(env, plan, is_dir) if op == "activate" else deactivate(env, plan)
         if shell == "cmd":
-            if len(argv) != 5:
-                return 2, b"", "usage: activation.py OP cmd COMBO OUT.bat 0|1"
-            text = emit_cmd(changes, env, delayed=argv[4] == "1")
-            return 0, text.encode("ascii"), ""
+            return 0, emit_cmd(changes, env, delayed=argv[4] == "1").encode("ascii"), ""
         text = EMITTERS[shell](changes, env)
-        if shell in ("xonsh", "powershell"):
-            return 0, text.encode("ascii"), ""
-        return 0, os.fsencode(text), ""
+        ascii_only = shell in ("xonsh", "powershell")
+        return 0, text.encode("ascii") if ascii_only else os.fsencode(text), ""
     except Refused as err:
         return 1, b"", f"envfactory ({combo}): {op} refused: {err}; nothing was changed"
     except Exception as err:  # the environment stays as it is, whatever went wrong
@@ -690,19 +518,16 @@ def run(argv, env=None, is_dir=os.path.isdir):
 
 def main(argv):
     # type: (list[str]) -> int
-    """The stubs run ``python -I -S -c "...; import activation; activation.main(...)"``: an
-    import, so the compiled module is cached in __pycache__ (running the file as a script
-    compiles all of it on every activation)."""
+    """Run by the stubs through an import, so the compiled module is cached in __pycache__."""
     status, output, message = run(argv)
     if message:
         sys.stderr.write(message + "\n")
-    if status == 0:
-        if argv[1] == "cmd":
-            with open(argv[3], "wb") as f:  # noqa: PTH123
-                f.write(output)
-        else:
-            sys.stdout.buffer.write(output)
-            sys.stdout.flush()
+    if status == 0 and argv[1] == "cmd":
+        with open(argv[3], "wb") as f:  # noqa: PTH123
+            f.write(output)
+    elif status == 0:
+        sys.stdout.buffer.write(output)
+        sys.stdout.flush()
     return status
 
 
