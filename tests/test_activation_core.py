@@ -379,7 +379,39 @@ def test_the_cores_own_json_codec_agrees_with_json(data: Any) -> None:
     assert core._load(json.dumps(data, indent=1), "x") == data
 
 
-@pytest.mark.parametrize("bad", ["", "{", "[1,]", '{"a" 1}', "nul", '"abc', "[1 2]", "-", "{1:2}"])
+@pytest.mark.parametrize(
+    "bad", ["", "{", "[1,]", '{"a" 1}', "nul", '"abc', "[1 2]", "-", "{1:2}", "1.5", "NaN", "1e3"]
+)
 def test_the_cores_json_reader_refuses_what_is_not_json(bad: str) -> None:
     with pytest.raises(core.Refused, match="not envfactory's JSON"):
         core._load(bad, "x")
+
+
+def test_the_json_half_of_python_is_the_fallback_where_json_s_c_half_is_missing() -> None:
+    """A Python built without _json reads and writes the same (json's Python half)."""
+    probe = """
+import sys
+sys.modules["_json"] = None  # import _json raises ImportError
+sys.path.insert(0, sys.argv[1])
+import core
+import json
+data = {"b": [1, None, True, "x\\u00e9\\U0001f600\\"'"], "a": {}}
+text = core._dump(data)
+assert core._load(text, "x") == data and json.scanner.c_make_scanner is None
+assert text == json.dumps(data, sort_keys=True, separators=(",", ":"))
+accepted = []
+for bad in ("1.5", "NaN", "[1,]", "{", '"a'):
+    try:
+        core._load(bad, "x")
+        accepted.append(bad)
+    except core.Refused:
+        pass
+print(accepted)
+"""
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe, str(Path(core.__file__).parent)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0 and proc.stdout == "[]\n", proc.stderr

@@ -15,13 +15,6 @@ would overwrite, for the next activation to apply.
 import os
 import sys
 
-try:  # json's C half: importing json itself (re, enum, functools...) costs more than all below
-    from _json import encode_basestring_ascii as _quote
-    from _json import make_scanner
-except ImportError:  # pragma: no cover - a CPython built without it
-    from json.encoder import encode_basestring_ascii as _quote
-    from json.scanner import py_make_scanner as make_scanner  # type: ignore[attr-defined,no-redef]
-
 MYPY = False
 if MYPY:  # typing costs start-up time in the environment's Python; only mypy reads it
     from typing import Any, Callable, Dict  # noqa: UP035
@@ -177,10 +170,20 @@ def _no_number(text):
 
 class _Syntax:  # what json's scanner reads: strict strings, ints, no floats or NaN
     strict, object_hook, object_pairs_hook = True, None, None
-    parse_int, parse_float, parse_constant = int, _no_number, _no_number
+    parse_int, parse_float = int, staticmethod(_no_number)
+    parse_constant = parse_float
 
 
-_scan = make_scanner(_Syntax())  # type: ignore[arg-type]
+try:  # json's C half: importing json itself (re, enum, functools...) costs more than all else
+    from _json import encode_basestring_ascii as _quote
+    from _json import make_scanner
+
+    _scan = make_scanner(_Syntax())  # type: ignore[arg-type]
+except ImportError:  # a Python built without it: json's Python half, the same results
+    import json
+
+    _quote = json.encoder.encode_basestring_ascii
+    _scan = json.JSONDecoder(parse_float=_no_number, parse_constant=_no_number).scan_once  # type: ignore[attr-defined]
 
 
 def _load(text, what):
