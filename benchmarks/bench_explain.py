@@ -43,6 +43,7 @@ def report(title: str, result: Score) -> None:
         f"= {result.false_positive_rate:.1%} {list(result.false_positive_logs)}"
     )
     print(f"  missed: {list(result.missed)}")
+    print(f"  of which reported as a note (no GPU in the log): {list(result.noted)}")
     print(f"  extra ids on problem logs: {list(result.extra)}")
 
 

@@ -78,6 +78,9 @@ class Score:
     missed: tuple[tuple[str, str], ...]
     extra: tuple[tuple[str, str], ...]
     """(log, id) reported as a problem on a log that does not expect it"""
+    noted: tuple[tuple[str, str], ...]
+    """(log, id) missed as a problem but reported as a note: the log shows no GPU, so explain
+    cannot tell it from a healthy CPU-only start-up and names the cause for the GPU case"""
 
     @property
     def recall(self) -> float:
@@ -94,11 +97,14 @@ def score(logs: Iterable[Log]) -> Score:
     per_id: dict[str, list[int]] = {}
     missed: list[tuple[str, str]] = []
     extra: list[tuple[str, str]] = []
+    noted: list[tuple[str, str]] = []
     fps: list[str] = []
     n = healthy = 0
     for log in logs:
         n += 1
-        found = {p.id for p in explain(log.text).problems if p.severity == "problem"}
+        findings = explain(log.text).problems
+        found = {p.id for p in findings if p.severity == "problem"}
+        notes = {p.id for p in findings if p.severity == "note"}
         if not log.expect:
             healthy += 1
             if found:
@@ -110,6 +116,8 @@ def score(logs: Iterable[Log]) -> Score:
                 counts[0] += 1
             else:
                 missed.append((log.name, pid))
+                if pid in notes:
+                    noted.append((log.name, pid))
         extra.extend((log.name, pid) for pid in sorted(found - log.expect) if log.expect)
     return Score(
         logs=n,
@@ -118,4 +126,5 @@ def score(logs: Iterable[Log]) -> Score:
         per_id={k: (v[0], v[1]) for k, v in sorted(per_id.items())},
         missed=tuple(missed),
         extra=tuple(extra),
+        noted=tuple(noted),
     )

@@ -52,7 +52,13 @@ def test_corpus_is_real_and_big_enough() -> None:
 
 def test_every_tuning_log_yields_its_expected_problems_and_nothing_else() -> None:
     result = score(TUNING)
-    assert result.missed == ()
+    # A cudart dlerror with nothing else (no GPU, no CUDA set up in the log) is what TensorFlow
+    # prints on every healthy CPU-only machine: explain must call it a note, which names the
+    # cause for the case that the machine has a GPU. Two threads confirmed that cause for such a
+    # log; they can only be notes, and those are the only misses allowed.
+    assert result.missed == result.noted
+    assert {pid for _, pid in result.noted} <= {"cudart-not-found"}
+    assert len(result.noted) <= 2
     assert result.false_positive_logs == ()
     assert result.extra == ()
 
@@ -88,6 +94,55 @@ def test_users_guide_errors(line: str, pid: str, in_cause: str) -> None:
     assert in_cause in result.problems[0].cause
 
 
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        # Messages of each class in forms the corpus does not hold (other libraries, versions,
+        # platforms), each as the tool that prints it words it: TensorFlow's dso_loader,
+        # self_check.py and cudart_stub, cuDNN 8's own loader, the CUDA runtime's
+        # cudaGetErrorString, NVML, numpy's import checks.
+        ("Found device 0 with properties:\nCould not load dynamic library 'cusparse64_11.dll'; "
+         "dlerror: cusparse64_11.dll not found", [("cuda-library-not-found", "problem")]),
+        ("Could not load library libcudnn_cnn_infer.so.8. Error: libnvrtc.so: cannot open "
+         "shared object file: No such file or directory", [("cuda-library-not-found", "problem")]),
+        ("ImportError: libcublas.so.9.0: cannot open shared object file: No such file or "
+         "directory", [("cuda-library-not-found", "problem")]),
+        ("ImportError: Could not find 'cudnn64_8.dll'. TensorFlow requires that this DLL be "
+         "installed in a directory that is named in your %PATH% environment variable.",
+         [("cudnn-not-found", "problem")]),
+        ("Could not locate zlibwapi.dll. Please make sure it is in your library path!",
+         [("cudnn-not-found", "problem")]),
+        ("ImportError: Could not find the DLL(s) 'msvcp140_1.dll'. TensorFlow requires that "
+         "these DLLs be installed in a directory that is named in your %PATH% environment "
+         "variable.", [("dll-load-failed", "problem")]),
+        ("RuntimeError: CUDA error: no kernel image is available for execution on the device",
+         [("gpu-arch-unsupported", "problem")]),
+        ("UserWarning: NVIDIA GeForce RTX 3090 with CUDA capability sm_86 is not compatible with "
+         "the current PyTorch installation.", [("gpu-arch-unsupported", "problem")]),
+        ("Failed to initialize NVML: Driver/library version mismatch",
+         [("driver-too-old", "problem")]),
+        ("RuntimeError: module compiled against ABI version 0x1000009 but this version of numpy "
+         "is 0x2000000\nImportError: numpy.core.multiarray failed to import",
+         [("numpy-too-new", "problem")]),
+        ("ValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96 "
+         "from C header, got 88 from PyObject", [("numpy-abi-mismatch", "problem")]),
+        ("tf.test.is_gpu_available()  # False", [("tf-no-gpu", "problem")]),
+        # What TensorFlow prints on a healthy machine without a GPU (TF 2.13+, TensorRT, the
+        # profiler's CUPTI) and PyTorch Lightning's "no GPU asked for": never a problem.
+        ("I cudart_stub.cc:28] Could not find cuda drivers on your machine, GPU will not be used.",
+         [("no-gpu-driver", "note")]),
+        ("W dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'; dlerror: "
+         "libnvinfer.so.7: cannot open shared object file\nW py_utils.cc:38] TF-TRT Warning: "
+         "Cannot dlopen some TensorRT libraries.", []),
+        ("W dso_loader.cc:64] Could not load dynamic library 'libcupti.so.11.2'; dlerror: "
+         "libcupti.so.11.2: cannot open shared object file", []),
+        ("GPU available: False, used: False", []),
+    ],
+)  # fmt: skip
+def test_each_class_not_only_the_corpus_wording(log: str, expected: list[tuple[str, str]]) -> None:
+    assert [(p.id, p.severity) for p in explain(log).problems] == expected
+
+
 def test_versions_are_read_from_the_line() -> None:
     log = next(x for x in LOGS if x.name == "cudnn-version-mismatch--kohya-ss-2787.txt")
     assert "Loaded 8.7.0, TensorFlow was built with 8.9.4." in explain(log.text).problems[0].cause
@@ -107,9 +162,22 @@ def test_cpu_only_messages_are_notes_unless_the_log_shows_a_gpu() -> None:
     assert [(p.id, p.severity) for p in explain(with_gpu).problems] == [
         ("cudart-not-found", "problem")
     ]
-    # Without TensorFlow's own note the same dlerror line is a problem (TF 1.x prints none).
+    # Without TensorFlow's own note (a user who pasted the warnings only) nothing shows a GPU
+    # either: still a note. A log showing that CUDA was set up (another CUDA library opened, a
+    # CUDA toolkit directory in the LD_LIBRARY_PATH the dlerror prints) makes it a problem, and
+    # so does TF 1.x's ImportError (the library is linked; TensorFlow cannot start at all).
     first_line = cpu_only.splitlines()[0]
-    assert explain(first_line).problems[0].severity == "problem"
+    assert [(p.id, p.severity) for p in explain(first_line).problems] == [
+        ("cudart-not-found", "note")
+    ]
+    opened = "I dso_loader.cc:48] Successfully opened dynamic library libcudnn.so.7\n"
+    assert explain(opened + first_line).problems[0].severity == "problem"
+    cuda_path = first_line + "; LD_LIBRARY_PATH: /usr/local/nvidia/lib64:/usr/local/cuda/lib64"
+    assert explain(cuda_path).problems[0].severity == "problem"
+    no_cuda_path = first_line + "; LD_LIBRARY_PATH: /usr/local/nvidia/lib:/opt/conda/lib"
+    assert explain(no_cuda_path).problems[0].severity == "note"
+    linked = "ImportError: libcudart.so.10.0: cannot open shared object file: No such file"
+    assert explain(linked).problems[0].severity == "problem"
 
 
 def test_loader_refuses_unbounded_wildcards() -> None:
@@ -120,10 +188,28 @@ def test_loader_refuses_unbounded_wildcards() -> None:
     assert _load(ok, "t.yaml").problems[0].id == "x"
 
 
+def test_loader_checks_evidence_names() -> None:
+    rule = (
+        "problems:\n  - {id: x, keywords: [a], patterns: [a], weak_unless: [%s], cause: c, "
+        "fix: f}\n"
+    )
+    with pytest.raises(CatalogError, match="unknown evidence"):
+        _load(rule % "cuda-setup", "t.yaml")
+    evidence = "evidence:\n  cuda-setup: {keywords: [ok], patterns: [ok]}\n"
+    assert _load(evidence + rule % "cuda-setup", "t.yaml").problems[0].weak_unless == (
+        "cuda-setup",
+    )
+    with pytest.raises(CatalogError, match="exactly"):
+        _load("evidence:\n  gpu: {keywords: [a]}\n" + rule % "gpu", "t.yaml")
+
+
 def test_shipped_patterns_have_no_unbounded_wildcards() -> None:
     for rule in table().problems:
         for regex in rule.regexes + rule.weak_regexes + rule.unless_log_has:
             assert not re.search(r"(?<!\\)\.[*+]", regex.pattern), (rule.id, regex.pattern)
+    for ev in table().evidence:
+        for regex in ev.patterns:
+            assert not re.search(r"(?<!\\)\.[*+]", regex.pattern), (ev.name, regex.pattern)
 
 
 def test_a_huge_line_is_scanned_in_windows() -> None:

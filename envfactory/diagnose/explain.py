@@ -44,6 +44,8 @@ class Pattern:
     regexes: tuple[re.Pattern[str], ...]
     weak_regexes: tuple[re.Pattern[str], ...]
     weak_when: re.Pattern[str] | None
+    weak_unless: tuple[str, ...]
+    """names of the evidence sets any one of which makes a weak hit a problem"""
     suppressed_by: tuple[str, ...]
     unless_keywords: tuple[str, ...]
     unless_log_has: tuple[re.Pattern[str], ...]
@@ -53,17 +55,25 @@ class Pattern:
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """Lines that show something about the machine (a GPU is present, CUDA was set up)."""
+
+    name: str
+    keywords: tuple[str, ...]
+    patterns: tuple[re.Pattern[str], ...]
+
+
+@dataclass(frozen=True)
 class Table:
-    """The loaded pattern file: problems plus the patterns that show a GPU is present."""
+    """The loaded pattern file: problems plus the evidence sets their weak hits depend on."""
 
     problems: tuple[Pattern, ...]
-    evidence_keywords: tuple[str, ...]
-    evidence: tuple[re.Pattern[str], ...]
+    evidence: tuple[Evidence, ...]
 
     @functools.cached_property
     def any_keyword(self) -> re.Pattern[str]:
         """One pass over a line tells whether any rule could apply (most lines: none)."""
-        words = set(self.evidence_keywords)
+        words = {k for ev in self.evidence for k in ev.keywords}
         for rule in self.problems:
             words.update(rule.keywords)
             words.update(rule.unless_keywords)
@@ -126,7 +136,7 @@ def _seq(node: CommentedMap, key: str, where: str) -> list[object]:
 
 
 _KEYS = {
-    "id", "keywords", "patterns", "weak_patterns", "weak_when", "suppressed_by",
+    "id", "keywords", "patterns", "weak_patterns", "weak_when", "weak_unless", "suppressed_by",
     "unless_keywords", "unless_log_has", "cause", "fix", "detail",
 }  # fmt: skip
 _REQUIRED = {"id", "keywords", "patterns", "cause", "fix"}
@@ -155,6 +165,7 @@ def _problem(node: object, path: str) -> Pattern:
         regexes=tuple(_compile(p, where) for p in _seq(node, "patterns", where)),
         weak_regexes=tuple(_compile(p, where) for p in _seq(node, "weak_patterns", where)),
         weak_when=_compile(weak_when, where) if weak_when else None,
+        weak_unless=tuple(str(s) for s in _seq(node, "weak_unless", where)) or ("gpu",),
         suppressed_by=tuple(str(s) for s in _seq(node, "suppressed_by", where)),
         unless_keywords=tuple(str(k).lower() for k in _seq(node, "unless_keywords", where)),
         unless_log_has=tuple(_compile(p, where) for p in _seq(node, "unless_log_has", where)),
@@ -176,18 +187,34 @@ def _load(text: str, path: str) -> Table:
             raise CatalogError(f"{path}: duplicate problem id '{rule.id}'")
         seen.add(rule.id)
         out.append(rule)
+    evidence = _evidence(doc.get("evidence") or CommentedMap(), path)
+    names = {ev.name for ev in evidence} | {"gpu"}
     for rule in out:
         unknown = set(rule.suppressed_by) - seen
         if unknown:
             raise CatalogError(f"{path}: '{rule.id}' is suppressed by unknown ids {unknown}")
-    evidence = doc.get("gpu_evidence") or CommentedMap()
-    if not isinstance(evidence, CommentedMap):
-        raise CatalogError(f"{path}: 'gpu_evidence' must map keywords and patterns")
-    return Table(
-        problems=tuple(out),
-        evidence_keywords=tuple(str(k).lower() for k in _seq(evidence, "keywords", path)),
-        evidence=tuple(_compile(p, path) for p in _seq(evidence, "patterns", path)),
-    )
+        unknown = set(rule.weak_unless) - names
+        if unknown:
+            raise CatalogError(f"{path}: '{rule.id}' names unknown evidence {unknown}")
+    return Table(problems=tuple(out), evidence=evidence)
+
+
+def _evidence(node: object, path: str) -> tuple[Evidence, ...]:
+    if not isinstance(node, CommentedMap):
+        raise CatalogError(f"{path}: 'evidence' must map names to keywords and patterns")
+    out = []
+    for name, body in node.items():
+        where = f"{path}: evidence '{name}'"
+        if not isinstance(body, CommentedMap) or set(body) != {"keywords", "patterns"}:
+            raise CatalogError(f"{where} must have exactly 'keywords' and 'patterns'")
+        out.append(
+            Evidence(
+                name=str(name),
+                keywords=tuple(str(k).lower() for k in _seq(body, "keywords", where)),
+                patterns=tuple(_compile(p, where) for p in _seq(body, "patterns", where)),
+            )
+        )
+    return tuple(out)
 
 
 @functools.cache
@@ -231,7 +258,7 @@ def explain_lines(lines: Iterable[str], rules: Table | None = None) -> Explanati
     tbl = table() if rules is None else rules
     hits: dict[str, _Hits] = {}
     flags: set[tuple[str, str]] = set()  # (problem id, "when" | "unless")
-    gpu_seen = False
+    seen: set[str] = set()  # names of the evidence sets found
     for number, raw in enumerate(lines, start=1):
         for piece in _windows(raw):
             text = piece.strip()
@@ -240,8 +267,13 @@ def explain_lines(lines: Iterable[str], rules: Table | None = None) -> Explanati
             low = text.lower()
             if not tbl.any_keyword.search(low):
                 continue
-            if not gpu_seen and any(k in low for k in tbl.evidence_keywords):
-                gpu_seen = _first(tbl.evidence, text) is not None
+            for ev in tbl.evidence:
+                if (
+                    ev.name not in seen
+                    and any(k in low for k in ev.keywords)
+                    and _first(ev.patterns, text)
+                ):
+                    seen.add(ev.name)
             for rule in tbl.problems:
                 if (
                     rule.unless_log_has
@@ -273,7 +305,7 @@ def explain_lines(lines: Iterable[str], rules: Table | None = None) -> Explanati
         rule = by_id[pid]
         if (pid, "unless") in flags or any(s in hits for s in rule.suppressed_by):
             continue
-        weak_only = not found.strong and not gpu_seen
+        weak_only = not found.strong and not seen.intersection(rule.weak_unless)
         if weak_only and rule.weak_when is not None and (pid, "when") not in flags:
             weak_only = False
         cause = _cause(rule, found.groups or {})
