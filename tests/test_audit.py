@@ -58,15 +58,13 @@ EXPECTED: dict[str, dict[str, set[str]]] = {
         "linux-64": {"pytorch-cpu-build-with-cuda"}
     },
     "tf2.11.1-pytorch2.0.0-cuda11.8-linux64-explicit--aws-sagemaker-distribution.txt": {
-        # SOURCES.md calls it consistent; the catalog's confirmed companion constraint
-        # wrapt<1.15 for TF 2.7-2.12 (data/constraints.yaml, tf-issue-59869) flags wrapt 1.15.0
-        "linux-64": {"companion-outside-constraint"}
+        "linux-64": set()  # consistent; wrapt 1.15.0 is what TF 2.11.1 declares allowed
     },
     "tf2.17.0-cuda12.5-linux64-explicit--aws-sagemaker-distribution.txt": {"linux-64": set()},
     "tf2.6.0-cuda11.1-pytorchcpu-linux64-explicit--hududed-generate-raman.txt": {
-        # pytorch py3.7_cpu_0 + pytorch-mutex cpu (SOURCES.md); tensorboard 2.11.2 under TF 2.6,
-        # outside the catalog's confirmed constraint tensorboard<2.7 for TF 2.6
-        "linux-64": {"pytorch-cpu-build-with-cuda", "companion-outside-constraint"}
+        # pytorch py3.7_cpu_0 + pytorch-mutex cpu (SOURCES.md); tensorboard 2.11.2 is inside the
+        # tensorboard~=2.6 that TF 2.6.0 declares
+        "linux-64": {"pytorch-cpu-build-with-cuda"}
     },
 }
 
@@ -88,6 +86,37 @@ def test_real_files_report_exactly_their_known_inconsistencies(name: str) -> Non
     for r in reports:
         if r.tensorflow:
             assert r.closest and r.manifest and f"combo: {r.closest}" in r.manifest
+
+
+# The warnings on real files: bounds envfactory applies when it locks that the TF release's own
+# wheel does not declare (data/constraints.yaml, confirmed: false), and channel mixes. Checked
+# exactly, so a bound that turns into a problem, or a new warning, shows up here.
+WARNINGS: dict[tuple[str, str], set[str]] = {
+    ("tf2.11.1-pytorch2.0.0-cuda11.8-linux64-explicit--aws-sagemaker-distribution.txt",
+     "linux-64"): {
+        "numpy 1.24.4 is outside the companion constraint numpy<1.24 of TensorFlow 2.11.1 "
+        "(an unconfirmed bound)",
+        "typing-extensions 4.7.1 is outside the companion constraint typing-extensions<4.6 of "
+        "TensorFlow 2.11.1 (an unconfirmed bound)",
+        "wrapt 1.15.0 is outside the companion constraint wrapt<1.15 of TensorFlow 2.11.1 (an "
+        "unconfirmed bound)",
+    },
+    ("tf2.6.0-cuda11.1-pytorchcpu-linux64-explicit--hududed-generate-raman.txt", "linux-64"): {
+        "tensorboard 2.11.2 is outside the companion constraint tensorboard<2.7 of TensorFlow "
+        "2.6.0 (an unconfirmed bound)",
+    },
+    ("tf2.4.1-gpu-cuda10.1-linux64-explicit--microsoft-planetary-computer-containers.txt",
+     "linux-64"): {
+        "CUDA libraries come from 2 channels (conda-forge: cudatoolkit, cudnn; pkgs/main: cupti)",
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_real_files_warn_exactly_where_expected(name: str) -> None:
+    for r in reports(name):
+        got = {f.message for f in r.findings if f.severity == "warning"}
+        assert got == WARNINGS.get((name, str(r.inventory.platform)), set())
 
 
 def test_every_real_file_is_covered() -> None:
