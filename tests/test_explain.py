@@ -127,8 +127,25 @@ def test_users_guide_errors(line: str, pid: str, in_cause: str) -> None:
         ("ValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96 "
          "from C header, got 88 from PyObject", [("numpy-abi-mismatch", "problem")]),
         ("tf.test.is_gpu_available()  # False", [("tf-no-gpu", "problem")]),
+        ("UnimplementedError: DNN library is not found. [Op:Conv2D]",
+         [("cudnn-not-found", "problem")]),
+        ("E cuda_diagnostics.cc:313] kernel version 470.57.2 does not match DSO version "
+         "470.63.1 -- cannot find working devices in this configuration",
+         [("driver-too-old", "problem")]),
+        ("W bfc_allocator.cc:457] Allocator (GPU_0_bfc) ran out of memory trying to allocate "
+         "3.00GiB (rounded to 3221225472)requested by op Conv2D", [("gpu-oom", "problem")]),
+        ("AttributeError: module 'numpy' has no attribute 'object'.",
+         [("numpy-too-new", "problem")]),
+        ("ResolvePackageNotFound:\n  - cudatoolkit==10.0.130=0",
+         [("conda-package-not-found", "problem")]),
+        ("UnsatisfiableError: The following specifications were found\nto be incompatible with "
+         "the existing python installation in your environment:\n\nSpecifications:\n\n  - "
+         "tensorflow-gpu=1.14 -> python[version='>=3.6,<3.7.0a0|>=3.7,<3.8.0a0']",
+         [("python-unsupported", "problem")]),
+        ("tf.test.is_gpu_available() returns False", [("tf-no-gpu", "problem")]),
         # What TensorFlow prints on a healthy machine without a GPU (TF 2.13+, TensorRT, the
-        # profiler's CUPTI) and PyTorch Lightning's "no GPU asked for": never a problem.
+        # profiler's CUPTI), PyTorch Lightning's "no GPU asked for" and the allocator's note that
+        # a retried allocation is not a failure: never a problem.
         ("I cudart_stub.cc:28] Could not find cuda drivers on your machine, GPU will not be used.",
          [("no-gpu-driver", "note")]),
         ("W dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'; dlerror: "
@@ -137,6 +154,9 @@ def test_users_guide_errors(line: str, pid: str, in_cause: str) -> None:
         ("W dso_loader.cc:64] Could not load dynamic library 'libcupti.so.11.2'; dlerror: "
          "libcupti.so.11.2: cannot open shared object file", []),
         ("GPU available: False, used: False", []),
+        ("W bfc_allocator.cc:275] Allocator (GPU_0_bfc) ran out of memory trying to allocate "
+         "2.20GiB with freed_by_count=0. The caller indicates that this is not a failure, but "
+         "may mean that there could be performance gains if more memory were available.", []),
     ],
 )  # fmt: skip
 def test_each_class_not_only_the_corpus_wording(log: str, expected: list[tuple[str, str]]) -> None:
