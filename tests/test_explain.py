@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -239,6 +240,27 @@ def test_a_huge_line_is_scanned_in_windows() -> None:
     result = explain(filler + tail)
     assert [p.id for p in result.problems] == ["cudnn-version-mismatch"]
     assert all(len(line) <= WINDOW for line in result.problems[0].lines)
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "Could not find module '" + "a" * 40 + " ",
+        "LD_LIBRARY_PATH: /usr/local/cudaXXXXXXXXXXXX",
+        "no version of the of for ",
+        "is_gpu_available(xxxxxxxxxx) returns returns ",
+        "Could not load library libcudnn_x.so.8. Error: " + "/a" * 20,
+        "Allocator (GPU_0_bfc) ran out of memory trying to allocate ",
+        "tensorflow-gpu=1.14,>=<< -> python",
+    ],
+)
+def test_hostile_lines_stay_fast(unit: str) -> None:
+    # Each repeats the start of a pattern with a bounded lazy or nested repeat: half a MB of it
+    # takes about 0.2 s; ten times that means a pattern went super-linear.
+    line = unit * (512 * 1024 // len(unit))
+    begin = time.perf_counter()
+    explain(line)
+    assert time.perf_counter() - begin < 2.0
 
 
 def test_read_lines_streams_and_decodes() -> None:
