@@ -1,6 +1,7 @@
 """The one place that uses conda-lock's Python API: its lockfile models and writer (so the file is
-conda-lock's own v1 format, readable by ``conda-lock render`` and ``conda-lock install``), its
-reader, and its content hash.
+conda-lock's own v1 format, readable by ``conda-lock render`` and ``conda-lock install``) and its
+content hash. Locks are read back by ``build/lockfile.py``, which holds them to the same models
+without importing conda-lock (``read_lock`` is re-exported here for the callers that have it).
 
 conda-lock is imported inside the functions: ``import conda_lock.lockfile`` costs ~0.9 s and must
 stay off the CLI's start-up path (shared/research/feasibility.md §0).
@@ -15,13 +16,14 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
 
 from envfactory.build.checks import LockedPackage, dependency_name
+from envfactory.build.lockfile import LockContents, read_lock
 from envfactory.catalog.model import Platform
-from envfactory.errors import ToolError, UserInputError
+from envfactory.errors import ToolError
+
+__all__ = ["LockContents", "content_hashes", "read_lock", "render_lock", "solve_with_cli"]
 
 LOCK_FILE = "conda-lock.yml"
 
@@ -34,15 +36,6 @@ def _conda_lock_imports() -> Iterator[None]:
         warnings.simplefilter("ignore", PendingDeprecationWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
         yield
-
-
-@dataclass(frozen=True)
-class LockContents:
-    packages: tuple[LockedPackage, ...]
-    platforms: tuple[Platform, ...]
-    channels: tuple[str, ...]
-    content_hash: Mapping[str, str]
-    custom_metadata: Mapping[str, str]
 
 
 def content_hashes(env_files: Mapping[Platform, Path], virtual_packages: Path) -> dict[str, str]:
@@ -125,196 +118,6 @@ def render_lock(
         path = Path(tmp) / LOCK_FILE
         write_conda_lock_file(lock, path, metadata_choices=set())
         return path.read_text(encoding="utf-8")
-
-
-LOCK_HINT = (
-    "regenerate it with 'envfactory lock' (a lock from a pull request is untrusted input; "
-    "see docs/security.md)"
-)
-
-
-def read_lock(path: Path) -> LockContents:
-    """Read a conda-lock file (v1 or v2) with conda-lock's own models, after bounding the YAML
-    (``yamlio.check_bounds``), and validate every string that later reaches a file name, a
-    download, pip's requirements file or conda's state file (``_validated``). Whatever is wrong
-    is a ``UserInputError`` naming the file and the entry."""
-    import yaml  # type: ignore[import-untyped,unused-ignore]
-
-    from envfactory.yamlio import check_bounds, read_text
-
-    with _conda_lock_imports():
-        from conda_lock.lockfile.v1.models import Lockfile as LockfileV1
-        from conda_lock.lockfile.v2prelim.models import Lockfile, lockfile_v1_to_v2
-        from pydantic import ValidationError
-
-    try:
-        text = read_text(path, "the lockfile", LOCK_HINT)
-    except FileNotFoundError:
-        raise UserInputError(
-            f"no lockfile at {path}", "run 'envfactory lock COMBO' first, or pass the path"
-        ) from None
-    except OSError as exc:
-        raise UserInputError(f"cannot read {path}: {exc.strerror}", LOCK_HINT) from None
-    check_bounds(text, str(path), "pyyaml")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        content = yaml.load(text, Loader=loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserInputError(f"{where}: not valid YAML: {problem}", LOCK_HINT) from None
-    if content is None:
-        raise UserInputError(f"{path} is empty", LOCK_HINT)
-    if not isinstance(content, dict):
-        raise UserInputError(
-            f"{path} is not a conda-lock file (the top level is a {type(content).__name__}, "
-            "not a mapping)",
-            LOCK_HINT,
-        )
-    version = content.pop("version", None)
-    try:
-        if version == 1 and not isinstance(version, bool):
-            lock = lockfile_v1_to_v2(LockfileV1.model_validate(content))
-        elif version == 2 and not isinstance(version, bool):
-            lock = Lockfile.model_validate(content)
-        else:
-            raise UserInputError(
-                f"{path} is not a conda-lock file of version 1 or 2 (version: {version!r})",
-                LOCK_HINT,
-            )
-        lock.toposort_inplace()
-    except ValidationError as exc:
-        raise UserInputError(
-            f"{path} is not a conda-lock file: {_pydantic_summary(exc)}", LOCK_HINT
-        ) from None
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        # conda-lock's validators index what pydantic already refused (KeyError 'manager').
-        raise UserInputError(
-            f"{path} is not a conda-lock file: {type(exc).__name__}: {exc}", LOCK_HINT
-        ) from None
-    return _validated(lock, path)
-
-
-def _pydantic_summary(exc: Any) -> str:
-    errors = exc.errors(include_url=False, include_input=False)
-    first = errors[0]
-    where = ".".join(str(part) for part in first["loc"]) or "top level"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{where}: {first['msg']}{more}"
-
-
-def _validated(lock: Any, path: Path) -> LockContents:
-    from envfactory import untrusted
-
-    meta = lock.metadata
-    for platform in meta.platforms:
-        if platform not in untrusted.KNOWN_SUBDIRS or platform == "noarch":
-            raise UserInputError(f"{path}: unknown platform {platform!r}", LOCK_HINT)
-    from envfactory import untrusted
-
-    channels = []
-    for channel in meta.channels:
-        problem = untrusted.channel_problem(channel.url)
-        if problem:
-            raise UserInputError(f"{path}: channel {channel.url!r}: {problem}", LOCK_HINT)
-        channels.append(channel.url)
-    custom = dict(meta.custom_metadata or {})
-    _check_custom_metadata(custom, path)
-    packages = []
-    for index, dep in enumerate(lock.package):
-        pkg = _package(dep)
-        problem = _package_problem(pkg, meta.platforms)
-        if problem:
-            raise UserInputError(
-                f"{path}: package {index + 1} ({pkg.manager} {pkg.name!r} {pkg.platform}): "
-                f"{problem}",
-                LOCK_HINT,
-            )
-        packages.append(pkg)
-    return LockContents(
-        packages=tuple(packages),
-        platforms=tuple(cast(Platform, p) for p in meta.platforms),
-        channels=tuple(channels),
-        content_hash=dict(meta.content_hash),
-        custom_metadata=custom,
-    )
-
-
-def _package(dep: Any) -> LockedPackage:
-    subdir = dep.url.rsplit("/", 2)[-2] if dep.manager == "conda" and "/" in dep.url else ""
-    depends = tuple(f"{k} {v}".strip() for k, v in sorted(dep.dependencies.items()))
-    return LockedPackage(
-        manager=dep.manager,
-        name=dep.name,
-        version=dep.version,
-        platform=cast(Platform, dep.platform),
-        url=dep.url,
-        build=dep.build or _build_from_url(dep.url, dep.manager),
-        subdir=subdir,
-        channel=dep.url.rsplit("/", 2)[0] if dep.manager == "conda" else "",
-        md5=dep.hash.md5,
-        sha256=dep.hash.sha256,
-        depends=depends,
-    )
-
-
-def _package_problem(pkg: LockedPackage, platforms: Sequence[str]) -> str | None:
-    """What makes a locked package unsafe to download, name a file after, or hand to pip."""
-    from envfactory import untrusted as u
-
-    if pkg.platform not in platforms:
-        return f"its platform is not one of the lock's ({', '.join(platforms)})"
-    problem = u.url_problem(pkg.url)
-    if problem:
-        return f"url {pkg.url!r}: {problem}"
-    if pkg.md5 is not None and not u.MD5.fullmatch(pkg.md5):
-        return f"md5 {pkg.md5!r} is not 32 lowercase hex digits"
-    if pkg.sha256 is not None and not u.SHA256.fullmatch(pkg.sha256):
-        return f"sha256 {pkg.sha256!r} is not 64 lowercase hex digits"
-    for dep in pkg.depends:
-        if not dep.isprintable():
-            return f"dependency {dep!r} contains a control character"
-    if pkg.manager == "pip":
-        if not u.PIP_NAME.fullmatch(pkg.name):
-            return "the name is not a PyPI project name"
-        if not u.PIP_VERSION.fullmatch(pkg.version):
-            return f"version {pkg.version!r} is not a pip version"
-        if pkg.sha256 is None:
-            return "it has no sha256, so the wheel could not be checked"
-        return None
-    if not u.CONDA_NAME.fullmatch(pkg.name):
-        return "the name is not a conda package name (0-9, a-z, A-Z, '-', '_', '.')"
-    if not u.CONDA_VERSION.fullmatch(pkg.version):
-        return f"version {pkg.version!r} is not a conda version"
-    if not u.CONDA_BUILD.fullmatch(pkg.build):
-        return f"build {pkg.build!r} is not a conda build string (letters, digits, '_', '.', '+')"
-    if pkg.subdir not in u.KNOWN_SUBDIRS:
-        return f"the url's subdir {pkg.subdir!r} is not a conda platform"
-    if pkg.subdir not in (pkg.platform, "noarch"):
-        return f"the url's subdir {pkg.subdir!r} is neither {pkg.platform} nor noarch"
-    stem = f"{pkg.name}-{pkg.version}-{pkg.build}"
-    if pkg.filename not in (f"{stem}.tar.bz2", f"{stem}.conda"):
-        return f"the url's file name is not {stem}.tar.bz2 or {stem}.conda"
-    return None
-
-
-def _check_custom_metadata(custom: Mapping[str, str], path: Path) -> None:
-    """envfactory's record in the lock, read the way create, mirror, kernel and --check read it
-    (``LockMetadata``: its JSON parses), then held to where its values go
-    (``lockmeta.check_record``, which ``lock --check`` applies too)."""
-    from envfactory.build.lockmeta import LockMetadata, check_record
-
-    meta = LockMetadata.from_custom_metadata(custom, where=str(path))
-    check_record(meta, str(path))
-
-
-def _build_from_url(url: str, manager: str) -> str:
-    """conda-lock's own files have no ``build`` key; the build is in the file name."""
-    if manager != "conda":
-        return ""
-    stem = url.rsplit("/", 1)[-1].removesuffix(".tar.bz2").removesuffix(".conda")
-    return stem.rsplit("-", 2)[-1]
 
 
 # --------------------------------------------------------------------------------------------

@@ -246,11 +246,12 @@ def create_environment(
     wheel_dir: Path | None = None,
     cache_progress: CacheProgress | None = None,
 ) -> CreateResult:
-    from envfactory.build import condalock_adapter, pypi, rattler_adapter
+    from envfactory.build import pypi, rattler_adapter
+    from envfactory.build.lockfile import read_lock
 
     say = progress or (lambda _m: None)
     target_platform = platform or host_platform()
-    lock = condalock_adapter.read_lock(lock_path)
+    lock = read_lock(lock_path)
     if target_platform not in lock.platforms:
         raise UserInputError(
             f"{lock_path} has no packages for {target_platform} (it covers "

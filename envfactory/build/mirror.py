@@ -111,10 +111,11 @@ def mirror_lock(
 ) -> MirrorResult:
     """Download exactly the packages of ``lock_path`` (all its platforms unless ``platforms``),
     check each against the lock's hash, and index ``directory`` as a channel."""
-    from envfactory.build import condalock_adapter, rattler_adapter
+    from envfactory.build import rattler_adapter
+    from envfactory.build.lockfile import read_lock
 
     say = progress or (lambda _m: None)
-    lock = condalock_adapter.read_lock(lock_path)
+    lock = read_lock(lock_path)
     chosen = tuple(platforms) or lock.platforms
     for platform in chosen:
         if platform not in lock.platforms:

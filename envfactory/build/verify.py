@@ -162,11 +162,11 @@ def _lock_of(prefix: Path, lock: Path | None) -> tuple[Path, Platform | None]:
 def verify_environment(
     prefix: Path, lock: Path | None = None, platform: Platform | None = None
 ) -> VerifyReport:
-    from envfactory.build import condalock_adapter
+    from envfactory.build.lockfile import read_lock
 
     lock_path, recorded_platform = _lock_of(prefix, lock)
     chosen = platform or recorded_platform or host_platform()
-    contents = condalock_adapter.read_lock(lock_path)
+    contents = read_lock(lock_path)
     locked = {(p.manager, p.name): p for p in contents.packages if p.platform == chosen}
     installed = {(r.manager, r.name): r for r in _conda_records(prefix) + _pip_records(prefix)}
     missing = tuple(locked[k] for k in sorted(locked.keys() - installed.keys()))

@@ -1,0 +1,507 @@
+"""Reading a conda-lock file (``conda-lock.yml``, format version 1, or conda-lock's internal
+version 2) without conda-lock.
+
+conda-lock's models still write the lock (``condalock_adapter.render_lock``); this module reads
+it back for ``create``, ``verify``, ``mirror``, ``kernel`` and ``audit``. Importing conda-lock's
+reader costs ~0.5 s and its pydantic validation another ~0.3 ms per package, which made a warm
+``create`` several times slower than installing the same packages (issue 11). py-rattler's reader
+(``rattler.LockFile``) is no substitute: it refuses envfactory's own locks (their
+``custom_metadata``) and normalizes URLs (``<TOKEN>`` becomes ``%3CTOKEN%3E``, ``%2e%2e``
+segments are resolved away), so the checks below would no longer see what the file says.
+
+The document is read with libyaml after ``yamlio.check_bounds``, then held to the shape
+conda-lock's pydantic models accept (``conda_lock.lockfile.v1.models`` ``Lockfile``: the same
+required fields, types, forbidden extra keys, and "conda package hashes must use MD5"),
+merged as ``lockfile_v1_to_v2`` merges it and ordered as its ``toposort_inplace`` orders it.
+tests/test_lockfile.py compares the result with conda-lock's own reading, field by field, on
+real third-party locks and on fuzzed ones. Two deliberate differences: a package listed twice
+for one category, or listed again with another URL or hash, is refused (conda-lock fails with an
+``AssertionError``, or keeps the first silently), and a channel URL is kept as written (conda-lock
+swaps credentials that equal an environment variable's value for ``${VARIABLE}``).
+
+Then every string that reaches a file name, a download, pip's requirements file or conda's state
+file is validated (``_validated``, with ``envfactory.untrusted``). Whatever is wrong is a
+``UserInputError`` naming the file and the entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from envfactory.build.checks import LockedPackage
+from envfactory.catalog.model import Platform
+from envfactory.errors import UserInputError
+
+LOCK_HINT = (
+    "regenerate it with 'envfactory lock' (a lock from a pull request is untrusted input; "
+    "see docs/security.md)"
+)
+
+
+@dataclass(frozen=True)
+class LockContents:
+    packages: tuple[LockedPackage, ...]
+    platforms: tuple[Platform, ...]
+    channels: tuple[str, ...]
+    content_hash: Mapping[str, str]
+    custom_metadata: Mapping[str, str]
+
+
+def read_lock(path: Path) -> LockContents:
+    """Read a conda-lock file (v1 or v2) after bounding the YAML (``yamlio.check_bounds``), and
+    validate every string that later reaches a file name, a download, pip's requirements file or
+    conda's state file (``_validated``)."""
+    content = load_document(path)
+    version = content.pop("version", None)
+    if version == 1 and not isinstance(version, bool):
+        fmt = 1
+    elif version == 2 and not isinstance(version, bool):
+        fmt = 2
+    else:
+        raise UserInputError(
+            f"{path} is not a conda-lock file of version 1 or 2 (version: {version!r})",
+            LOCK_HINT,
+        )
+    try:
+        lock = parse_document(content, fmt)
+    except Invalid as exc:
+        raise UserInputError(f"{path} is not a conda-lock file: {exc}", LOCK_HINT) from None
+    return _validated(lock, path)
+
+
+def load_document(path: Path) -> dict[Any, Any]:
+    """The YAML mapping of ``path``, bounded and read with libyaml (``yaml.CSafeLoader``)."""
+    import yaml  # type: ignore[import-untyped,unused-ignore]
+
+    from envfactory.yamlio import check_bounds, read_text
+
+    try:
+        text = read_text(path, "the lockfile", LOCK_HINT)
+    except FileNotFoundError:
+        raise UserInputError(
+            f"no lockfile at {path}", "run 'envfactory lock COMBO' first, or pass the path"
+        ) from None
+    except OSError as exc:
+        raise UserInputError(f"cannot read {path}: {exc.strerror}", LOCK_HINT) from None
+    check_bounds(text, str(path), "pyyaml")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        content = yaml.load(text, Loader=loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserInputError(f"{where}: not valid YAML: {problem}", LOCK_HINT) from None
+    if content is None:
+        raise UserInputError(f"{path} is empty", LOCK_HINT)
+    if not isinstance(content, dict):
+        raise UserInputError(
+            f"{path} is not a conda-lock file (the top level is a {type(content).__name__}, "
+            "not a mapping)",
+            LOCK_HINT,
+        )
+    return content
+
+
+# --------------------------------------------------------------------------------------------
+# The shape conda-lock's models accept (pydantic v2, lax mode, extra keys forbidden).
+
+
+class Invalid(Exception):
+    """Where the document differs from conda-lock's models, and how (pydantic's wording)."""
+
+    def __init__(self, loc: Sequence[object], msg: str) -> None:
+        super().__init__(f"{'.'.join(str(p) for p in loc) or 'top level'}: {msg}")
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """One entry of the lock's package list, as conda-lock's v2 ``LockedDependency`` holds it."""
+
+    name: str
+    version: str
+    manager: str
+    platform: str
+    dependencies: Mapping[str, str]
+    url: str
+    md5: str | None
+    sha256: str | None
+    build: str | None
+    categories: frozenset[str]
+    source_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Document:
+    """A lock as conda-lock's v2 ``Lockfile`` holds it after ``toposort_inplace``."""
+
+    package: tuple[Dependency, ...]
+    platforms: tuple[str, ...]
+    channels: tuple[str, ...]
+    content_hash: Mapping[str, str]
+    sources: tuple[str, ...]
+    custom_metadata: Mapping[str, str] | None
+
+
+def _string(value: object, loc: Sequence[object]) -> str:
+    if not isinstance(value, str):
+        raise Invalid(loc, "Input should be a valid string")
+    return value
+
+
+def _optional_string(value: object, loc: Sequence[object]) -> str | None:
+    return None if value is None else _string(value, loc)
+
+
+def _mapping(value: object, loc: Sequence[object], what: str) -> dict[Any, Any]:
+    if not isinstance(value, dict):
+        raise Invalid(loc, f"Input should be a valid {what}")
+    return value
+
+
+def _strings(value: object, loc: Sequence[object]) -> list[str]:
+    if not isinstance(value, list | tuple | set | frozenset):
+        raise Invalid(loc, "Input should be a valid list")
+    return [_string(v, (*loc, i)) for i, v in enumerate(value)]
+
+
+def _string_map(value: object, loc: Sequence[object]) -> dict[str, str]:
+    out = {}
+    for key, item in _mapping(value, loc, "dictionary").items():
+        out[_string(key, (*loc, f"{key}", "[key]"))] = _string(item, (*loc, key))
+    return out
+
+
+_TRUE = {"1", "on", "t", "true", "y", "yes"}
+_FALSE = {"0", "off", "f", "false", "n", "no"}
+
+
+def _boolean(value: object, loc: Sequence[object]) -> bool:
+    """pydantic's lax bool: a bool, 0/1, or one of its true/false words."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
+        return value.lower() in _TRUE
+    raise Invalid(loc, "Input should be a valid boolean")
+
+
+def _fields(
+    value: object,
+    loc: Sequence[object],
+    required: Sequence[str],
+    optional: Sequence[str],
+    model: str,
+    *,
+    extra: bool = False,
+) -> dict[str, Any]:
+    """The fields of a model given as a mapping: required ones present, no others (unless
+    ``extra``, for conda-lock's ``Channel``, which ignores them)."""
+    fields = _mapping(value, loc, f"dictionary or instance of {model}")
+    for name in required:
+        if name not in fields:
+            raise Invalid((*loc, name), "Field required")
+    if not extra:
+        for name in fields:
+            if name not in required and name not in optional:
+                raise Invalid((*loc, f"{name}"), "Extra inputs are not permitted")
+    return fields
+
+
+def _dependency(value: object, loc: Sequence[object], fmt: int) -> tuple[Dependency, str | None]:
+    """One package entry, and its v1 ``category`` (None in a v2 document)."""
+    base = ("name", "version", "manager", "platform", "url", "hash")
+    more = ("dependencies", "source", "build")
+    if fmt == 1:
+        fields = _fields(value, loc, (*base, "optional"), (*more, "category"), "LockedDependency")
+    else:
+        fields = _fields(value, loc, base, (*more, "categories"), "LockedDependency")
+    name = _string(fields["name"], (*loc, "name"))
+    version = _string(fields["version"], (*loc, "version"))
+    manager = fields["manager"]
+    if manager not in ("conda", "pip") or not isinstance(manager, str):
+        raise Invalid((*loc, "manager"), "Input should be 'conda' or 'pip'")
+    platform = _string(fields["platform"], (*loc, "platform"))
+    dependencies = _string_map(fields.get("dependencies", {}), (*loc, "dependencies"))
+    url = _string(fields["url"], (*loc, "url"))
+    if not url:
+        raise Invalid((*loc, "url"), "Value error, URL cannot be empty")
+    hashes = _fields(fields["hash"], (*loc, "hash"), (), ("md5", "sha256"), "HashModel")
+    md5 = _optional_string(hashes.get("md5"), (*loc, "hash", "md5"))
+    sha256 = _optional_string(hashes.get("sha256"), (*loc, "hash", "sha256"))
+    if manager == "conda" and md5 is None:
+        raise Invalid((*loc, "hash"), "Value error, conda package hashes must use MD5")
+    source_url = None
+    if fields.get("source") is not None:
+        src = _fields(fields["source"], (*loc, "source"), ("type", "url"), (), "DependencySource")
+        if src["type"] != "url" or not isinstance(src["type"], str):
+            raise Invalid((*loc, "source", "type"), "Input should be 'url'")
+        source_url = _string(src["url"], (*loc, "source", "url"))
+    build = _optional_string(fields.get("build"), (*loc, "build"))
+    category: str | None = None
+    categories: frozenset[str] = frozenset()
+    if fmt == 1:
+        category = _string(fields.get("category", "main"), (*loc, "category"))
+        _boolean(fields["optional"], (*loc, "optional"))
+    else:
+        categories = frozenset(_strings(fields.get("categories", []), (*loc, "categories")))
+    dep = Dependency(
+        name, version, manager, platform, dependencies, url, md5, sha256, build, categories,
+        source_url,
+    )  # fmt: skip
+    return dep, category
+
+
+def _channel(value: object, loc: Sequence[object]) -> str:
+    if isinstance(value, str):
+        return value  # conda-lock's Channel.from_string (see the module's docstring)
+    fields = _fields(value, loc, ("url", "used_env_vars"), (), "Channel", extra=True)
+    _strings(fields["used_env_vars"], (*loc, "used_env_vars"))
+    return _string(fields["url"], (*loc, "url"))
+
+
+def _metadata(value: object) -> dict[str, Any]:
+    loc = ("metadata",)
+    required = ("content_hash", "channels", "platforms", "sources")
+    optional = ("time_metadata", "git_metadata", "inputs_metadata", "custom_metadata")
+    fields = _fields(value, loc, required, optional, "LockMeta")
+    out: dict[str, Any] = {
+        "content_hash": _string_map(fields["content_hash"], (*loc, "content_hash")),
+        "platforms": _strings(fields["platforms"], (*loc, "platforms")),
+        "sources": _strings(fields["sources"], (*loc, "sources")),
+    }
+    channels = fields["channels"]
+    if not isinstance(channels, list | tuple | set | frozenset):
+        raise Invalid((*loc, "channels"), "Input should be a valid list")
+    out["channels"] = [_channel(c, (*loc, "channels", i)) for i, c in enumerate(channels)]
+    if fields.get("time_metadata") is not None:
+        where = (*loc, "time_metadata")
+        time = _fields(fields["time_metadata"], where, ("created_at",), (), "TimeMeta")
+        _string(time["created_at"], (*where, "created_at"))
+    if fields.get("git_metadata") is not None:
+        where = (*loc, "git_metadata")
+        keys = ("git_user_name", "git_user_email", "git_sha")
+        git = _fields(fields["git_metadata"], where, (), keys, "GitMeta")
+        for key in keys:
+            _optional_string(git.get(key), (*where, key))
+    if fields.get("inputs_metadata") is not None:
+        where = (*loc, "inputs_metadata")
+        for key, item in _mapping(fields["inputs_metadata"], where, "dictionary").items():
+            _string(key, (*where, f"{key}", "[key]"))
+            inputs = _fields(item, (*where, key), ("md5", "sha256"), (), "InputMeta")
+            for name in ("md5", "sha256"):
+                _optional_string(inputs[name], (*where, key, name))
+    custom = fields.get("custom_metadata")
+    out["custom_metadata"] = (
+        None if custom is None else _string_map(custom, (*loc, "custom_metadata"))
+    )
+    return out
+
+
+def parse_document(content: Mapping[Any, Any], fmt: int) -> Document:
+    """``content`` (the top-level mapping, ``version`` removed) as conda-lock's models read a
+    document of format ``fmt``: validated, its v1 per-category entries merged into one per
+    (manager, name, platform), and sorted as ``Lockfile.toposort_inplace`` sorts it."""
+    fields = _fields(content, (), ("package", "metadata"), (), "Lockfile")
+    entries = fields["package"]
+    if not isinstance(entries, list | tuple):
+        raise Invalid(("package",), "Input should be a valid list")
+    parsed = [_dependency(entry, ("package", i), fmt) for i, entry in enumerate(entries)]
+    meta = _metadata(fields["metadata"])
+    merged: dict[tuple[str, str, str], tuple[Dependency, set[str]]] = {}
+    for index, (dep, category) in enumerate(parsed):
+        key = (dep.manager, dep.name, dep.platform)
+        if key not in merged:
+            merged[key] = (dep, set() if category is None else {category})
+            continue
+        first, categories = merged[key]
+        if category is None or category in categories:
+            raise Invalid(
+                ("package", index),
+                f"{dep.manager} package {dep.name!r} for {dep.platform} is listed twice"
+                + ("" if category is None else f" in category {category!r}"),
+            )
+        if (first.url, first.md5, first.sha256) != (dep.url, dep.md5, dep.sha256):
+            raise Invalid(
+                ("package", index),
+                f"{dep.manager} package {dep.name!r} for {dep.platform} is listed again, "
+                "with another url or hash",
+            )
+        categories.add(category)
+    package = [dep if not extra else _with_categories(dep, extra) for dep, extra in merged.values()]
+    return Document(
+        package=tuple(_toposorted(package)),
+        platforms=tuple(meta["platforms"]),
+        channels=tuple(meta["channels"]),
+        content_hash=meta["content_hash"],
+        sources=tuple(meta["sources"]),
+        custom_metadata=meta["custom_metadata"],
+    )
+
+
+def _with_categories(dep: Dependency, categories: set[str]) -> Dependency:
+    from dataclasses import replace
+
+    return replace(dep, categories=frozenset(categories))
+
+
+def _toposorted(package: Sequence[Dependency]) -> list[Dependency]:
+    """conda-lock's ``Lockfile._toposort``: per platform (sorted), the conda packages then the
+    pip ones, each in conda's topological order."""
+    out: list[Dependency] = []
+    for platform in sorted({d.platform for d in package}):
+        for manager in ("conda", "pip"):
+            lookup: dict[str, set[str]] = {}
+            packages: dict[str, Dependency] = {}
+            for d in package:
+                if d.platform == platform and d.manager == manager:
+                    lookup[d.name] = set(d.dependencies)
+                    packages[d.name] = d
+            out += [packages[name] for name in toposort(lookup) if name in packages]
+    return out
+
+
+def toposort(data: Mapping[str, set[str]]) -> list[str]:
+    """conda's ``toposort(data, safe=True)`` (conda/common/toposort.py, BSD-3-Clause, as
+    vendored by conda-lock): names in dependency order, ties alphabetical; a cycle is broken at
+    the name with the fewest dependencies left (ties alphabetical), and ``python`` never waits
+    for ``pip``."""
+    graph = {k: set(v) for k, v in data.items()}
+    if "python" in graph:
+        graph["python"].discard("pip")
+    if not graph:
+        return []
+    for name, deps in graph.items():
+        deps.discard(name)
+    for item in set().union(*graph.values()) - graph.keys():
+        graph[item] = set()
+    out: list[str] = []
+    while graph:
+        ready = sorted(name for name, deps in graph.items() if not deps)
+        if not ready:
+            # a cycle: conda's _safe_toposort pops the name with the fewest dependencies
+            name = min(graph.items(), key=lambda item: (len(item[1]), item[0]))[0]
+            ready = [name]
+        for name in ready:
+            out.append(name)
+            del graph[name]
+        done = set(ready)
+        for deps in graph.values():
+            deps -= done
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# What envfactory requires beyond conda-lock: every string safe where it goes.
+
+
+def _validated(lock: Document, path: Path) -> LockContents:
+    from envfactory import untrusted
+
+    for platform in lock.platforms:
+        if platform not in untrusted.KNOWN_SUBDIRS or platform == "noarch":
+            raise UserInputError(f"{path}: unknown platform {platform!r}", LOCK_HINT)
+    for channel in lock.channels:
+        problem = untrusted.channel_problem(channel)
+        if problem:
+            raise UserInputError(f"{path}: channel {channel!r}: {problem}", LOCK_HINT)
+    custom = dict(lock.custom_metadata or {})
+    _check_custom_metadata(custom, path)
+    packages = []
+    for index, dep in enumerate(lock.package):
+        pkg = _package(dep)
+        problem = _package_problem(pkg, lock.platforms)
+        if problem:
+            raise UserInputError(
+                f"{path}: package {index + 1} ({pkg.manager} {pkg.name!r} {pkg.platform}): "
+                f"{problem}",
+                LOCK_HINT,
+            )
+        packages.append(pkg)
+    return LockContents(
+        packages=tuple(packages),
+        platforms=tuple(cast(Platform, p) for p in lock.platforms),
+        channels=lock.channels,
+        content_hash=dict(lock.content_hash),
+        custom_metadata=custom,
+    )
+
+
+def _package(dep: Dependency) -> LockedPackage:
+    subdir = dep.url.rsplit("/", 2)[-2] if dep.manager == "conda" and "/" in dep.url else ""
+    depends = tuple(f"{k} {v}".strip() for k, v in sorted(dep.dependencies.items()))
+    return LockedPackage(
+        manager=cast(Any, dep.manager),
+        name=dep.name,
+        version=dep.version,
+        platform=cast(Platform, dep.platform),
+        url=dep.url,
+        build=dep.build or _build_from_url(dep.url, dep.manager),
+        subdir=subdir,
+        channel=dep.url.rsplit("/", 2)[0] if dep.manager == "conda" else "",
+        md5=dep.md5,
+        sha256=dep.sha256,
+        depends=depends,
+    )
+
+
+def _package_problem(pkg: LockedPackage, platforms: Sequence[str]) -> str | None:
+    """What makes a locked package unsafe to download, name a file after, or hand to pip."""
+    from envfactory import untrusted as u
+
+    if pkg.platform not in platforms:
+        return f"its platform is not one of the lock's ({', '.join(platforms)})"
+    problem = u.url_problem(pkg.url)
+    if problem:
+        return f"url {pkg.url!r}: {problem}"
+    if pkg.md5 is not None and not u.MD5.fullmatch(pkg.md5):
+        return f"md5 {pkg.md5!r} is not 32 lowercase hex digits"
+    if pkg.sha256 is not None and not u.SHA256.fullmatch(pkg.sha256):
+        return f"sha256 {pkg.sha256!r} is not 64 lowercase hex digits"
+    for dep in pkg.depends:
+        if not dep.isprintable():
+            return f"dependency {dep!r} contains a control character"
+    if pkg.manager == "pip":
+        if not u.PIP_NAME.fullmatch(pkg.name):
+            return "the name is not a PyPI project name"
+        if not u.PIP_VERSION.fullmatch(pkg.version):
+            return f"version {pkg.version!r} is not a pip version"
+        if pkg.sha256 is None:
+            return "it has no sha256, so the wheel could not be checked"
+        return None
+    if not u.CONDA_NAME.fullmatch(pkg.name):
+        return "the name is not a conda package name (0-9, a-z, A-Z, '-', '_', '.')"
+    if not u.CONDA_VERSION.fullmatch(pkg.version):
+        return f"version {pkg.version!r} is not a conda version"
+    if not u.CONDA_BUILD.fullmatch(pkg.build):
+        return f"build {pkg.build!r} is not a conda build string (letters, digits, '_', '.', '+')"
+    if pkg.subdir not in u.KNOWN_SUBDIRS:
+        return f"the url's subdir {pkg.subdir!r} is not a conda platform"
+    if pkg.subdir not in (pkg.platform, "noarch"):
+        return f"the url's subdir {pkg.subdir!r} is neither {pkg.platform} nor noarch"
+    stem = f"{pkg.name}-{pkg.version}-{pkg.build}"
+    if pkg.filename not in (f"{stem}.tar.bz2", f"{stem}.conda"):
+        return f"the url's file name is not {stem}.tar.bz2 or {stem}.conda"
+    return None
+
+
+def _check_custom_metadata(custom: Mapping[str, str], path: Path) -> None:
+    """envfactory's record in the lock, read the way create, mirror, kernel and --check read it
+    (``LockMetadata``: its JSON parses), then held to where its values go
+    (``lockmeta.check_record``, which ``lock --check`` applies too)."""
+    from envfactory.build.lockmeta import LockMetadata, check_record
+
+    meta = LockMetadata.from_custom_metadata(custom, where=str(path))
+    check_record(meta, str(path))
+
+
+def _build_from_url(url: str, manager: str) -> str:
+    """conda-lock's own files have no ``build`` key; the build is in the file name."""
+    if manager != "conda":
+        return ""
+    stem = url.rsplit("/", 1)[-1].removesuffix(".tar.bz2").removesuffix(".conda")
+    return stem.rsplit("-", 2)[-1]
