@@ -20,6 +20,11 @@ Floors, measured in the same run over the same files:
 * py-rattler's own ``install`` of the same records from the same warm cache, a separate
   Python process that imports only rattler (its default validation of the cache entries).
 
+For reference, rattler's extractor alone (``rattler.package_streaming.extract``, one process per
+core, no checks): what create's workers extract with, so that the cold ratio splits into
+rattler's extractor against ``tar`` and create's own work (hash checks of every file, linking,
+start-up) against rattler's extractor.
+
 Targets (issue 11): warm create <= 10x ``cp -al`` and <= 1.2x rattler's install; cold create
 <= 1.3x parallel extraction; peak memory <= 300 MB for the 362 MB set.
 """
@@ -137,6 +142,20 @@ asyncio.run(rattler.install(records, target_prefix=sys.argv[2], cache_dir=sys.ar
                             execute_link_scripts=False))
 """
 
+EXTRACT_RATTLER = """
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+def one(job):
+    from rattler.package_streaming import extract
+    extract(Path(job[0]), Path(job[1]))
+if __name__ == "__main__":
+    out = sys.argv[1]
+    jobs = [(p, f"{out}/{i}") for i, p in enumerate(sys.argv[2:])]
+    with ProcessPoolExecutor() as pool:
+        list(pool.map(one, jobs))
+"""
+
 EXTRACT_CONDA = """
 import io, sys, tarfile, zipfile
 from concurrent.futures import ProcessPoolExecutor
@@ -223,6 +242,15 @@ def bench(root: Path, count: int, total_mb: float, fmt: str, repeat: int) -> lis
         lambda i: timed(parallel_extract(archives, root / f"x{i}", fmt)),
     )
     tar = show(f"floor: parallel extraction ({os.cpu_count()} processes)", tar_t)
+    # what create's workers run per archive, without its checks: rattler's extractor alone
+    extract_t, _ = series(
+        repeat,
+        lambda i: fresh(root / f"x{i}"),
+        lambda i: timed([python, "-c", EXTRACT_RATTLER, str(root / f"x{i}"), *map(str, archives)]),
+    )
+    extractor = show(
+        f"reference: rattler's extractor alone ({os.cpu_count()} processes)", extract_t
+    )
     records = [
         {
             "name": p.stem.split("-")[0],
@@ -251,6 +279,14 @@ def bench(root: Path, count: int, total_mb: float, fmt: str, repeat: int) -> lis
     print(f"  ratio warm create / cp -al:            {warm / cp:6.1f}x   (target <= 10x)")
     print(f"  ratio warm create / rattler install:   {warm / rattler:6.2f}x   (target <= 1.2x)")
     print(f"  ratio cold create / parallel extract:  {cold / tar:6.2f}x   (target <= 1.3x)")
+    print(
+        f"  ratio rattler's extractor / parallel extract: {extractor / tar:6.2f}x   (the floor "
+        "create builds on)"
+    )
+    print(
+        f"  ratio cold create / rattler's extractor: {cold / extractor:6.2f}x   (create's own "
+        "checks, linking and start-up)"
+    )
     peak = max(cold_p + warm_p) / 1024
     print(f"  peak memory of create: {peak:.0f} MiB (target <= 300 MB)")
     what = f"{count} packages, {total_mb:.0f} MB, .{fmt}"
@@ -258,6 +294,10 @@ def bench(root: Path, count: int, total_mb: float, fmt: str, repeat: int) -> lis
         Row(
             f"create, cold cache ({what})", cold_t, "parallel extraction", tar_t,
             Target(ratio=1.3), f"peak RSS {peak:.0f} MiB",
+        ),
+        Row(
+            f"rattler's extractor alone ({what})", extract_t, "parallel extraction", tar_t,
+            None, "what create extracts with",
         ),
         Row(f"create, warm cache ({what})", warm_t, "cp -al of the prefix", cp_t, Target(ratio=10)),
         Row(

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from crafted import Crafted, crafted_lock
 
 import envfactory
 
@@ -69,6 +70,33 @@ def test_a_command_imports_only_what_it_uses(
     assert code in codes
     assert not loaded & (absent | SOLVER_SIDE)
     assert "importlib.metadata" not in loaded
+
+
+def test_create_imports_no_conda_lock_renderer_or_progress_bar(tmp_path: Path) -> None:
+    """``create`` reads the lock without conda-lock (build/lockfile.py), needs no template,
+    catalog or project reader when the lock names no combo and there is no envfactory.yaml,
+    no packaging without wheels, and no rich progress bar when stderr is not a terminal
+    (issue 11: a warm create against rattler's own install of the same records)."""
+    lock = crafted_lock(tmp_path / "set", [Crafted("p1", files={"lib/p1/a.txt": b"a\n"})])
+    args = ["create", str(lock), "-p", str(tmp_path / "env"), "--platform", "linux-64"]
+    code, loaded = modules_of(*args, cwd=tmp_path)
+    assert code == 0
+    assert (tmp_path / "env" / "lib" / "p1" / "a.txt").read_bytes() == b"a\n"
+    assert "rattler" in loaded and "envfactory.build.create" in loaded
+    unused = {
+        "conda_lock", "pydantic", "jinja2", "ruamel", "rich.progress", "packaging",
+        "importlib.metadata", "envfactory.build.render", "envfactory.build.lock",
+        "envfactory.project.manifest", "envfactory.catalog.loader", "envfactory.templating",
+    }  # fmt: skip
+    assert not loaded & unused
+
+
+def test_the_project_file_name_is_the_manifests() -> None:
+    """targets.py names the project file itself so that it imports the manifest reader only
+    when there is one."""
+    from envfactory.project import manifest, targets
+
+    assert targets.PROJECT_FILE == manifest.PROJECT_FILE
 
 
 def test_the_version_is_the_package_metadata_version() -> None:

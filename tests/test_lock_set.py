@@ -218,7 +218,7 @@ def test_check_reads_no_conda_lock_and_no_package_list(
         "import sys, json; from envfactory.cli import run; "
         "code = run(sys.argv[1:]); "
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
-        "{'conda_lock', 'pydantic', 'rattler', 'jinja2'}); "
+        "{'conda_lock', 'pydantic', 'rattler', 'jinja2', 'rich'}); "
         "print(json.dumps([code, heavy]))"
     )
     proc = subprocess.run(

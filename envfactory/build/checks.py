@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from envfactory.build.render import EnvironmentSpec
 from envfactory.catalog.model import CondaPin, Constraint, Platform
 from envfactory.errors import ToolError
+
+if TYPE_CHECKING:  # render pulls in activation, templates and the catalog loader: create needs none
+    from envfactory.build.render import EnvironmentSpec
 
 Manager = Literal["conda", "pip"]
 

@@ -45,7 +45,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
-from envfactory.activation.plan import ActivationPlan, install_plan, plan_for
 from envfactory.build.channels import ChannelMap
 from envfactory.build.checks import LockedPackage
 from envfactory.build.lockmeta import LockMetadata
@@ -59,7 +58,6 @@ from envfactory.build.pkgcache import (
     check_relative,
     sweep_stale,
 )
-from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import Platform, host_platform
 from envfactory.errors import ToolError, UserInputError
 from envfactory.progress import Progress
@@ -246,7 +244,7 @@ def create_environment(
     wheel_dir: Path | None = None,
     cache_progress: CacheProgress | None = None,
 ) -> CreateResult:
-    from envfactory.build import pypi, rattler_adapter
+    from envfactory.build import rattler_adapter
     from envfactory.build.lockfile import read_lock
 
     say = progress or (lambda _m: None)
@@ -270,10 +268,13 @@ def create_environment(
     locked = [p for p in lock.packages if p.platform == target_platform and p.manager == "conda"]
     wheels = [p for p in packages if p.manager == "pip"]
     check_pip_packages(wheels)
-    if any(pypi.is_sdist(p) for p in wheels):
-        # a compiled sdist is refused before anything is installed (docs/closures.md)
-        with tempfile.TemporaryDirectory(prefix="envfactory-sdists-") as tmp:
-            pypi.check_sdists(wheels, Path(tmp))
+    if wheels:
+        from envfactory.build import pypi  # it imports packaging: only when there are wheels
+
+        if any(pypi.is_sdist(p) for p in wheels):
+            # a compiled sdist is refused before anything is installed (docs/closures.md)
+            with tempfile.TemporaryDirectory(prefix="envfactory-sdists-") as tmp:
+                pypi.check_sdists(wheels, Path(tmp))
     prefix = prefix.expanduser().absolute()
     replacing = check_target(prefix, force)
     if replacing is not None:
@@ -353,18 +354,22 @@ def check_installed(prefix: Path, sources: set[str]) -> None:
             )
         records.append(record)
     directories: set[str] = set()
+    root = os.fspath(prefix)
     for record in records:
         what = f"{record['name']} {record['version']} {record['build']}"
-        src = Path(record.get("extracted_package_dir") or "")
+        source = Path(record.get("extracted_package_dir") or "")
+        src = os.fspath(source)
         entries = (record.get("paths_data") or {}).get("paths", [])
         for raw in entries:
             rel = raw["_path"]
             check_relative(what, rel)
-            parts = rel.split("/")
-            directories.update("/".join(parts[:i]) for i in range(1, len(parts)))
-            full = prefix / rel
+            parent, _, _name = rel.rpartition("/")
+            while parent and parent not in directories:
+                directories.add(parent)
+                parent = parent.rpartition("/")[0]
+            full = f"{root}/{rel}"  # plain strings: this runs once per installed file
             try:
-                st = full.lstat()
+                st = os.lstat(full)
             except OSError:
                 raise UnsafePackage(
                     f"{what}: {rel} is missing after linking", "report this as a bug"
@@ -373,12 +378,12 @@ def check_installed(prefix: Path, sources: set[str]) -> None:
             if kind == "softlink":
                 if not stat.S_ISLNK(st.st_mode):
                     raise UnsafePackage(f"{what}: {rel} should be a symlink", "re-lock")
-                check_link_target(what, rel, str(full.readlink()))
+                check_link_target(what, rel, os.readlink(full))  # noqa: PTH115
                 continue
             if kind == "directory":
                 continue
             if stat.S_ISLNK(st.st_mode):
-                check_link_target(what, rel, str(full.readlink()))
+                check_link_target(what, rel, os.readlink(full))  # noqa: PTH115
                 continue
             if not stat.S_ISREG(st.st_mode):
                 raise UnsafePackage(f"{what}: {rel} is not a regular file after linking", "")
@@ -387,10 +392,10 @@ def check_installed(prefix: Path, sources: set[str]) -> None:
             if raw.get("prefix_placeholder"):
                 expected = raw.get("sha256_in_prefix") or raw.get("sha256")
             else:
-                if _same_file(src / rel, st):
+                if _same_file(f"{src}/{rel}", st):
                     continue  # the cache's own file, checked when it entered the cache
                 if (st.st_dev, st.st_ino) not in cached:
-                    _remember(cached, walked, src)  # noarch: site-packages/ moved under lib/
+                    _remember(cached, walked, source)  # noarch: site-packages/ moved under lib/
                 if (st.st_dev, st.st_ino) in cached:
                     continue
                 expected = raw.get("sha256")
@@ -401,7 +406,7 @@ def check_installed(prefix: Path, sources: set[str]) -> None:
                         f"paths.json says {size}",
                         "the cache entry changed; 'envfactory cache clean' and run again",
                     )
-            if expected and _digest(full, "sha256") != expected:
+            if expected and _digest(Path(full), "sha256") != expected:
                 raise UnsafePackage(
                     f"{what}: the sha256 of {rel} after linking differs from paths.json",
                     "the cache entry changed; 'envfactory cache clean' and run again",
@@ -415,9 +420,9 @@ def check_installed(prefix: Path, sources: set[str]) -> None:
             )
 
 
-def _same_file(path: Path, st: os.stat_result) -> bool:
+def _same_file(path: str, st: os.stat_result) -> bool:
     try:
-        other = path.lstat()
+        other = os.lstat(path)
     except OSError:
         return False
     return (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
@@ -534,10 +539,15 @@ def _activation(
     the catalog no longer has still creates, without activation files, and says so."""
     recorded = meta.activation.get(platform)
     if recorded is not None:
+        from envfactory.activation.plan import ActivationPlan, install_plan
+
         plan = ActivationPlan.from_runtime(recorded, platform, where=where)
         return install_plan(staging, plan), None
     if not meta.combo:
         return [], "the lock names no envfactory combo; no activation scripts installed"
+    from envfactory.activation.plan import install_plan, plan_for
+    from envfactory.catalog.loader import load_catalog
+
     catalog = load_catalog()
     if meta.combo not in catalog.combos:
         return [], (

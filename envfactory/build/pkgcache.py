@@ -66,6 +66,9 @@ _BUILD = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.+\-]*\Z")
 _ARCHIVE = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.+!\-]*\.(?:tar\.bz2|conda)\Z")
 _HEX = re.compile(r"\A[0-9a-f]+\Z")
 PATH_TYPES = frozenset({"hardlink", "softlink", "directory"})
+# check_relative runs once per file of every package: one regex each instead of a loop
+_DRIVE_OR_CONTROL = re.compile(r"\A[A-Za-z]:|[\x00-\x1f]")
+_DOT_COMPONENT = re.compile(r"(?:\A|/)\.{0,2}(?:/|\Z)")  # an empty, '.' or '..' component
 
 
 class Wanted(Protocol):
@@ -167,9 +170,9 @@ def check_relative(what: str, path: str) -> None:
     no empty, ``.`` or ``..`` component, no drive, no NUL or control character."""
     if not path or path.startswith("/") or "\\" in path:
         raise _refuse(what, path, "is empty, absolute or holds a backslash")
-    if re.match(r"\A[A-Za-z]:", path) or any(ord(c) < 32 for c in path):
+    if _DRIVE_OR_CONTROL.search(path):
         raise _refuse(what, path, "names a drive or holds a control character")
-    if any(part in ("", ".", "..") for part in path.split("/")):
+    if _DOT_COMPONENT.search(path):
         raise _refuse(what, path, "has an empty, '.' or '..' component")
 
 
@@ -760,6 +763,14 @@ def _fill_one(location: CacheLocation, pkg: Wanted) -> Outcome | tuple[str, str,
     algorithm, expected = _expected(pkg)
     try:
         with cache._lock_handle(name) as handle:
+            # Filled meanwhile by another create? Then a shared lock is enough to know, and
+            # waiting for an exclusive one would deadlock: that create's lease holds a shared
+            # lock on the entry until it is done, while it may wait for an entry this create
+            # holds the same way (two creates of one cold set: tests/test_pkgcache.py).
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+            if cache._hit(handle, name, algorithm, expected) is not None:
+                return "cached"
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             _exclusive(handle, cache.root / name, pkg)
             if cache._hit(handle, name, algorithm, expected) is not None:
                 return "cached"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from importlib.metadata import version as dist_version
 from pathlib import Path
 
 import rattler
@@ -40,7 +39,9 @@ class Unsatisfiable(Exception):
 
 
 def solver_name() -> str:
-    return f"rattler (py-rattler {dist_version('py-rattler')})"
+    from importlib.metadata import version  # ~0.03 s: only the lock path needs it
+
+    return f"rattler (py-rattler {version('py-rattler')})"
 
 
 def match_spec(text: str) -> MatchSpec:

@@ -16,13 +16,26 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from envfactory.errors import UserInputError
-from envfactory.project.manifest import Project, find_project
+
+if TYPE_CHECKING:
+    from envfactory.project.manifest import Project
 
 LOCK_FILE = "conda-lock.yml"
+PROJECT_FILE = "envfactory.yaml"  # manifest.PROJECT_FILE (tests/test_cli_imports.py)
 TargetKind = Literal["project environment", "combo", "lockfile"]
+
+
+def find_project(explicit: Path | None) -> Project | None:
+    """``manifest.find_project``, whose reader (catalog, lock, render: ~0.1 s of imports) is
+    imported only when there is a project file to read."""
+    if explicit is None and not (Path.cwd() / PROJECT_FILE).is_file():
+        return None
+    from envfactory.project.manifest import find_project as find
+
+    return find(explicit)
 
 
 @dataclass(frozen=True)
