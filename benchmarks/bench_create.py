@@ -248,9 +248,7 @@ def bench(root: Path, count: int, total_mb: float, fmt: str, repeat: int) -> lis
         lambda i: fresh(root / f"x{i}"),
         lambda i: timed([python, "-c", EXTRACT_RATTLER, str(root / f"x{i}"), *map(str, archives)]),
     )
-    extractor = show(
-        f"reference: rattler's extractor alone ({os.cpu_count()} processes)", extract_t
-    )
+    extractor = show(f"reference: rattler extractor ({os.cpu_count()} processes)", extract_t)
     records = [
         {
             "name": p.stem.split("-")[0],
@@ -280,11 +278,11 @@ def bench(root: Path, count: int, total_mb: float, fmt: str, repeat: int) -> lis
     print(f"  ratio warm create / rattler install:   {warm / rattler:6.2f}x   (target <= 1.2x)")
     print(f"  ratio cold create / parallel extract:  {cold / tar:6.2f}x   (target <= 1.3x)")
     print(
-        f"  ratio rattler's extractor / parallel extract: {extractor / tar:6.2f}x   (the floor "
+        f"  ratio rattler extractor / parallel extract: {extractor / tar:6.2f}x   (the floor "
         "create builds on)"
     )
     print(
-        f"  ratio cold create / rattler's extractor: {cold / extractor:6.2f}x   (create's own "
+        f"  ratio cold create / rattler extractor:  {cold / extractor:6.2f}x   (create's own "
         "checks, linking and start-up)"
     )
     peak = max(cold_p + warm_p) / 1024

@@ -164,6 +164,28 @@ def test_categories_are_merged_as_conda_lock_merges_them(tmp_path: Path) -> None
     assert_same(ours, condalock_document(path))
 
 
+def test_a_version_2_document_reads_as_conda_lock_reads_it(tmp_path: Path) -> None:
+    """conda-lock's internal v2 shape (``categories`` instead of ``category``/``optional``),
+    which ``read_lock`` has always accepted."""
+    doc = yaml.safe_load(OWN_LOCKS[0].read_text())
+    doc["version"] = 2
+    for entry in doc["package"]:
+        entry["categories"] = [entry.pop("category")]
+        del entry["optional"]
+    path = tmp_path / "conda-lock.yml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    assert_same(our_document(path), condalock_document(path))
+    assert read_lock(path).packages
+    doc["package"][0]["optional"] = False  # a v1 key: conda-lock's v2 model forbids it
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    with pytest.raises(UserInputError, match=r"package\.0\.optional: Extra inputs"):
+        read_lock(path)
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        condalock_document(path)
+
+
 def test_a_package_listed_again_with_another_url_is_refused(tmp_path: Path) -> None:
     """conda-lock keeps the first of two entries of one package and drops the other silently;
     which file is installed would then depend on the order of the entries."""

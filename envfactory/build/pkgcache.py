@@ -698,7 +698,10 @@ class PackageCache:
         # Only this module is preloaded: the default would import __main__ (the CLI) again.
         context.set_forkserver_preload(["envfactory.build.pkgcache"])
         pool = ProcessPoolExecutor(
-            min(workers(), len(indices)), mp_context=context, initializer=_worker_init
+            min(workers(), len(indices)),
+            mp_context=context,
+            initializer=_worker_init,
+            initargs=(os.getpid(),),
         )
         try:
             with _main_not_reimported():
@@ -737,10 +740,34 @@ def _main_not_reimported() -> Iterator[None]:
         main.__file__ = path
 
 
-def _worker_init() -> None:
+def _worker_init(parent: int) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles it and waits for us
+    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
+
+
+def _exit_with(parent: int) -> None:
+    """End this worker when the create that started it is gone (kill -9): the worker is the
+    forkserver's child, not the create's, and would otherwise wait for work for ever, holding
+    the create's stdout and stderr open (whoever reads them would wait as long). A staging
+    directory it leaves is removed by the next run (its marker's flock dies with it)."""
+    import select
+    import time
+
+    try:
+        handle = os.pidfd_open(parent)
+    except (AttributeError, OSError):  # pragma: no cover - no pidfd (Linux < 5.3, macOS)
+        while True:
+            time.sleep(0.5)
+            try:
+                os.kill(parent, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except OSError:
+                continue
+    select.select([handle], [], [])  # readable once the process has exited
+    os._exit(1)
 
 
 def _error_from(result: tuple[str, str, str | None]) -> Exception:
