@@ -7,7 +7,8 @@ never used to tune them); only those count as held back: 38 logs collected on 20
 the patterns were frozen at commit 85243ba, measured once, unseen (recall 23/30 = 76.7%, 0 of 9
 healthy logs flagged). ``spent-held-out`` marks the first held-back fifth (32 logs): it was
 measured once, unseen, in stop 15 (recall 22/27 = 81.5%, 1 of 6 healthy logs flagged), its misses
-were then read, and it has been used for tuning since, so it is a tuning log like any other. The rest is the log text quoted from the thread. Shared by
+were then read, and it has been used for tuning since, so it is a tuning log like any other.
+The rest is the log text quoted from the thread. Shared by
 tests/test_explain.py and benchmarks/bench_explain.py.
 """
 
