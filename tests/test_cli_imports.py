@@ -1,7 +1,8 @@
 """Each command imports only what it uses (how fast it starts is measured by
 benchmarks/bench_cli.py, never timed here): no conda-lock, pydantic or py-rattler for the
-catalog and diagnosis commands, no Jinja for those that render nothing, no rich for JSON
-output, and no importlib.metadata to learn the version."""
+catalog and diagnosis commands, no Jinja for those that render nothing, no rich for what they
+print (plain lines; rich draws only the progress bar on a terminal), no YAML reader while the
+compiled catalog is fresh, and no importlib.metadata to learn the version."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from crafted import Crafted, crafted_lock
 import envfactory
 
 SOLVER_SIDE = {"conda_lock", "pydantic", "rattler", "requests"}
+# The catalog and the GPU table are read from their compiled form (envfactory/catalog/
+# compiled.py): no YAML reader unless a data file was edited.
+YAML_READER = {"yaml", "envfactory.yamlio"}
 
 PROBE = """
 import json, sys
@@ -50,16 +54,24 @@ def modules_of(*args: str, cwd: Path, stdin: bytes = b"") -> tuple[int, set[str]
     [
         (["--help"], {0}, {"jinja2", "yaml", "rich", "ruamel", "envfactory.catalog"}),
         (["--version"], {0}, {"jinja2", "yaml", "rich", "ruamel", "envfactory.catalog"}),
-        (["list", "--json"], {0}, {"jinja2", "rich", "ruamel", "envfactory.build"}),
-        (["list"], {0}, {"jinja2", "ruamel", "envfactory.build"}),
-        (["show", "tf114-cuda100"], {0}, {"jinja2", "ruamel", "envfactory.build"}),
-        (["render", "tf114-cuda100", "-o", "out"], {0}, {"ruamel", "envfactory.diagnose"}),
+        (["list", "--json"], {0}, {"jinja2", "rich", "ruamel", "envfactory.build"} | YAML_READER),
+        (["list"], {0}, {"jinja2", "rich", "ruamel", "envfactory.build"} | YAML_READER),
+        (
+            ["show", "tf114-cuda100"],
+            {0},
+            {"jinja2", "rich", "ruamel", "envfactory.build"} | YAML_READER,
+        ),
+        (
+            ["render", "tf114-cuda100", "-o", "out"],
+            {0},
+            {"rich", "ruamel", "envfactory.diagnose"} | YAML_READER,
+        ),
         (
             ["compat", "tf114-cuda100", "--gpu", "RTX 2080", "--driver", "450.80.02"],
             {0},
-            {"jinja2", "ruamel", "envfactory.build"},
+            {"jinja2", "rich", "ruamel", "envfactory.build"} | YAML_READER,
         ),
-        (["explain", "-"], {0, 3}, {"jinja2", "envfactory.build"}),
+        (["explain", "-"], {0, 3}, {"jinja2", "rich", "envfactory.build"}),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else None,
 )

@@ -42,7 +42,7 @@ def _expected_files() -> set[str]:
     files = {
         p.relative_to(ROOT).as_posix()
         for p in package.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix in {".py", ".yaml"}
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix in {".py", ".yaml", ".pickle"}
     }
     files |= {
         "envfactory/" + p.relative_to(ROOT).as_posix()
@@ -58,6 +58,8 @@ def test_wheel_contains_exactly_package_data_and_templates(wheel: Path) -> None:
     assert names == _expected_files()
     assert "envfactory/templates/environment.yml.j2" in names
     assert "envfactory/data/combos.yaml" in names
+    # the compiled catalog (envfactory/catalog/compiled.py): without it every command reads YAML
+    assert {"envfactory/data/catalog.pickle", "envfactory/data/gpus.pickle"} <= names
 
 
 def test_installed_wheel_renders_from_its_own_templates(wheel: Path, tmp_path: Path) -> None:

@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envfactory.errors import CatalogError, UserInputError, nearest
-from envfactory.yamlio import YamlMap, YamlSeq, load_yaml
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DATA_FILE = "gpus.yaml"
+COMPILED = DATA_DIR / "gpus.pickle"
 
 _CC = re.compile(r"^(\d{1,2})\.(\d)$")
 
@@ -84,7 +87,13 @@ def _find(haystack: tuple[str, ...], needle: tuple[str, ...]) -> int:
     return -1
 
 
-def _load_table(text: str, path: str) -> tuple[GpuModel, ...]:
+RECORDS: tuple[type, ...] = (GpuModel, Capability)
+
+
+def load_table(text: str, path: str) -> tuple[GpuModel, ...]:
+    """The rows of a GPU table file, checked (``path`` names it in errors)."""
+    from envfactory.yamlio import YamlMap, YamlSeq, load_yaml  # only when gpus.yaml changed
+
     doc = load_yaml(path, text)
     if not isinstance(doc, YamlMap) or not isinstance(doc.get("gpus"), YamlSeq):
         raise CatalogError(f"{path}: top level must be 'gpus:' with a list of rows")
@@ -109,9 +118,15 @@ def _load_table(text: str, path: str) -> tuple[GpuModel, ...]:
 
 @functools.cache
 def gpu_table() -> tuple[GpuModel, ...]:
-    """Every named GPU in the shipped table, in file order."""
-    path = Path(__file__).resolve().parent.parent / "data" / "gpus.yaml"
-    return _load_table(path.read_text(encoding="utf-8"), "gpus.yaml")
+    """Every named GPU in the shipped table, in file order: the compiled rows
+    (``compiled.py``) while they were made from this very file, else the YAML."""
+    from envfactory.catalog import compiled
+
+    texts = {DATA_FILE: (DATA_DIR / DATA_FILE).read_bytes()}
+    table = compiled.read(COMPILED, texts, RECORDS)
+    if isinstance(table, tuple) and all(isinstance(m, GpuModel) for m in table):
+        return table
+    return load_table(texts[DATA_FILE].decode("utf-8"), DATA_FILE)
 
 
 def resolve_gpu(name: str, table: tuple[GpuModel, ...] | None = None) -> GpuMatch:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 from envfactory.catalog.model import (
     PLATFORMS,
@@ -35,7 +35,9 @@ from envfactory.catalog.model import (
     os_of,
 )
 from envfactory.errors import CatalogError, did_you_mean
-from envfactory.yamlio import YamlMap, YamlReader, YamlSeq, load_yaml
+
+if TYPE_CHECKING:
+    from envfactory.yamlio import YamlMap, YamlReader, YamlSeq
 
 _SPEC = re.compile(
     r"^(?:(?P<channel>[\w./-]+)::)?(?P<name>[\w.-]+)=(?P<version>[^=\s]+)(?:=(?P<build>[^=\s]+))?$"
@@ -71,6 +73,8 @@ class _Loader:
 
     def _load_constraints(self) -> tuple[Constraint, ...]:
         from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        from envfactory.yamlio import YamlReader, load_yaml
 
         label = f"{self.directory}/constraints.yaml"
         r = YamlReader(label)
@@ -114,6 +118,10 @@ class _Loader:
         return tuple(out)
 
     def _doc(self, name: str, top: str) -> tuple[YamlReader, YamlMap]:
+        # yamlio (libyaml) is imported only here: commands read the compiled records
+        # (compiled.py) and need the YAML reader only when a data file was edited.
+        from envfactory.yamlio import YamlReader, load_yaml
+
         label = f"{self.directory}/{name}"
         reader = YamlReader(label)
         doc = reader.mapping(load_yaml(label, self.texts[name]), f"{name} (top level)", {top})
@@ -285,6 +293,8 @@ class _Loader:
         by_python: dict[str, tuple[CondaPin, ...]] = {}
         if m.get("conda_by_python") is not None:
             table = r.mapping(m["conda_by_python"], f"{what} conda_by_python", set(), set(pythons))
+            from envfactory.yamlio import YamlSeq
+
             for py, seq in table.items():
                 if not isinstance(seq, YamlSeq):
                     raise r.fail(table, f"conda_by_python '{py}' in {what} must be a list")
@@ -298,6 +308,8 @@ class _Loader:
             driver = toolkit.compat_floor[os_name]
             major = toolkit.version.split(".")[0]
             driver_note = f"NVIDIA's minor-version-compatibility floor for CUDA {major}.x"
+        from envfactory.yamlio import YamlMap
+
         return PlatformRoute(
             platform=platform,
             route=cast(Fact[RouteKind], route),
@@ -419,6 +431,18 @@ DATA_FILES = (
 # The package's own data files, next to its modules in every install (a wheel is unpacked, never
 # imported from a zip); importlib.resources would cost 10-20 ms of imports on every command.
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+COMPILED = DATA_DIR / "catalog.pickle"
+
+
+def load_from_texts(texts: Mapping[str, bytes], directory: str) -> Catalog:
+    """Load a catalog from the bytes of its data files (``directory`` names them in errors)."""
+    decoded = {}
+    for name, data in texts.items():
+        try:
+            decoded[name] = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CatalogError(f"{directory}/{name}: not UTF-8 text: {exc}") from None
+    return _Loader(decoded, directory).load()
 
 
 def load_catalog_from(directory: Path) -> Catalog:
@@ -427,14 +451,20 @@ def load_catalog_from(directory: Path) -> Catalog:
     for name in DATA_FILES:
         path = directory / name
         try:
-            texts[name] = path.read_text(encoding="utf-8")
+            texts[name] = path.read_bytes()
         except OSError as exc:
             raise CatalogError(f"{path}: cannot read: {exc.strerror}") from None
-    return _Loader(texts, str(directory)).load()
+    return load_from_texts(texts, str(directory))
 
 
 @functools.cache
 def load_catalog() -> Catalog:
-    """The catalog shipped inside the package, loaded once per process."""
-    texts = {name: (DATA_DIR / name).read_text(encoding="utf-8") for name in DATA_FILES}
-    return _Loader(texts, str(DATA_DIR)).load()
+    """The catalog shipped inside the package, loaded once per process: the compiled records
+    (``compiled.py``) while they were made from these very data files, else the YAML."""
+    from envfactory.catalog import compiled
+
+    texts = {name: (DATA_DIR / name).read_bytes() for name in DATA_FILES}
+    catalog = compiled.read(COMPILED, texts, compiled.CATALOG_RECORDS)
+    if not isinstance(catalog, Catalog):
+        catalog = load_from_texts(texts, str(DATA_DIR))
+    return catalog

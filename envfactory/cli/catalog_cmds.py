@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from envfactory.cli.output import print_json, stdout_console
+from envfactory.cli.output import columns, print_json, stdout_console
 from envfactory.errors import EXIT_OK
 
 # Each command imports what it uses when it runs: `--help` and `list` never load jinja2 or the
@@ -33,12 +33,8 @@ def list_combos(
     if as_json:
         print_json(rows)
         return EXIT_OK
-    from rich.table import Table
-
     short = {"conda": "conda", "conda-cuda+pip": "conda+pip", "pip-and-cuda": "pip"}
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("combo", "TF", "CUDA", "cuDNN", "python", "linux-64", "win-64", "notes"):
-        table.add_column(column)
+    table = []
     for row in rows:
         pythons = " ".join(
             f"{p}*" if p == row["python"]["default"] else p for p in row["python"]["allowed"]
@@ -48,17 +44,20 @@ def list_combos(
             notes.append("channel build")
         if row["unconfirmed_pins"]:
             notes.append(f"{row['unconfirmed_pins']} unconfirmed")
-        table.add_row(
-            row["name"],
-            row["tensorflow"],
-            row["cuda"],
-            row["cudnn"],
-            pythons,
-            short.get(row["platforms"].get("linux-64", ""), "-"),
-            short.get(row["platforms"].get("win-64", ""), "-"),
-            ", ".join(notes),
+        table.append(
+            (
+                row["name"],
+                row["tensorflow"],
+                row["cuda"],
+                row["cudnn"],
+                pythons,
+                short.get(row["platforms"].get("linux-64", ""), "-"),
+                short.get(row["platforms"].get("win-64", ""), "-"),
+                ", ".join(notes),
+            )
         )
-    stdout_console().print(table)
+    header = ("combo", "TF", "CUDA", "cuDNN", "python", "linux-64", "win-64", "notes")
+    sys.stdout.write("".join(f"{line}\n" for line in columns(header, table)))
     return EXIT_OK
 
 

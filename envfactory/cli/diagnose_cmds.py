@@ -148,20 +148,19 @@ def audit(
             inv = r.inventory
             out.print(
                 f"{inv.source} ({inv.kind}, {inv.platform or 'platform unknown'}, "
-                f"{len(inv.packages)} packages, TensorFlow {r.tensorflow or 'not found'})",
-                markup=False,
+                f"{len(inv.packages)} packages, TensorFlow {r.tensorflow or 'not found'})"
             )
             for f in r.findings:
-                out.print(f"  {f.severity}: [{f.id}] {f.message}", markup=False)
-                out.print(f"    cause: {f.cause}", markup=False)
-                out.print(f"    fix: {f.fix}", markup=False)
+                out.print(f"  {f.severity}: [{f.id}] {f.message}")
+                out.print(f"    cause: {f.cause}")
+                out.print(f"    fix: {f.fix}")
             if not r.findings:
-                out.print("  no inconsistency found", markup=False)
+                out.print("  no inconsistency found")
             if r.closest:
-                out.print(f"  closest combo: {r.closest} ({r.closest_why})", markup=False)
-                out.print("  envfactory.yaml entry that rebuilds it:", markup=False)
+                out.print(f"  closest combo: {r.closest} ({r.closest_why})")
+                out.print("  envfactory.yaml entry that rebuilds it:")
                 for line in (r.manifest or "").splitlines():
-                    out.print(f"    {line}", markup=False, highlight=False)
+                    out.print(f"    {line}")
     return EXIT_PROBLEMS_FOUND if any(r.problems for r in reports) else EXIT_OK
 
 
@@ -194,10 +193,10 @@ def explain(
             out.print("no known problem recognized")
         for p in result.problems:
             tag = f"{p.id}, note" if p.severity == "note" else p.id
-            out.print(f"[{tag}] {p.cause}", markup=False)
+            out.print(f"[{tag}] {p.cause}")
             for line in p.lines:
-                out.print(f"    > {line}", markup=False, highlight=False)
-            out.print(f"  fix: {p.fix}", markup=False)
+                out.print(f"    > {line}")
+            out.print(f"  fix: {p.fix}")
     return EXIT_PROBLEMS_FOUND if result.has_problems else EXIT_OK
 
 

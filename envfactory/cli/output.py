@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -23,14 +24,32 @@ def choose(value: str, options: tuple[Choice, ...], option: str) -> Choice:
     raise UserInputError(f"unknown {option} '{value}'", f"use one of: {', '.join(options)}")
 
 
-def stdout_console() -> Console:
-    from rich.console import Console  # not for --json output, whose commands never need rich
+class Lines:
+    """Plain text lines on a stream: the data the commands print (tables, reports) is plain
+    text, exactly as written, never wrapped. rich printed it the same way once markup (catalog
+    text holds ``[brackets]``), highlighting, emoji codes and wrapping were turned off, and cost
+    30-50 ms of import and 20-60 ms of rendering per command (docs/benchmarks.md); it stays
+    for what it does well, the progress bar on a terminal (``stderr_console``)."""
 
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def print(self, text: str = "") -> None:
+        self.stream.write(text + "\n")
+
+
+def stdout_console() -> Lines:
     # Created per call so tests that capture sys.stdout see the output.
-    # Tables stay one line per row when piped (rich would wrap them at 80 columns).
-    width = None if sys.stdout.isatty() else 200
-    # markup=False: catalog text holds [brackets] that rich would eat as markup.
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True, width=width, markup=False)
+    return Lines(sys.stdout)
+
+
+def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Left-aligned columns two spaces apart, a header line first, no trailing spaces."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
 
 
 def stderr_console() -> Console:

@@ -1,0 +1,117 @@
+"""The compiled catalog (envfactory/catalog/compiled.py) is a cache of a checked YAML load,
+never a second source: the committed files hold what a fresh load of the YAML gives, their
+bytes do not depend on the hash seed, and an edited data file or a changed record class makes
+them stale, so the YAML is read again (with its file:line errors)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envfactory.catalog import compiled, gpus
+from envfactory.catalog.loader import (
+    COMPILED,
+    DATA_DIR,
+    DATA_FILES,
+    load_catalog,
+    load_catalog_from,
+    load_from_texts,
+)
+from envfactory.errors import CatalogError
+
+REGENERATE = f"run '{compiled.REGENERATE}' after editing envfactory/data/*.yaml"
+
+
+def test_committed_files_are_what_the_yaml_gives() -> None:
+    for path, fresh in compiled.compiled_files():
+        assert path.read_bytes() == fresh, f"{path.name} is stale: {REGENERATE}"
+
+
+def test_the_catalog_every_command_reads_equals_a_fresh_yaml_load() -> None:
+    from_yaml = load_catalog_from(DATA_DIR)
+    assert load_catalog() == from_yaml
+    texts = {n: (DATA_DIR / n).read_bytes() for n in DATA_FILES}
+    assert compiled.read(COMPILED, texts, compiled.CATALOG_RECORDS) == from_yaml
+    table_text = (DATA_DIR / gpus.DATA_FILE).read_text(encoding="utf-8")
+    assert gpus.gpu_table() == gpus.load_table(table_text, gpus.DATA_FILE)
+
+
+@pytest.mark.parametrize("seed", ["1", "2", "random"])
+def test_bytes_do_not_depend_on_the_hash_seed(seed: str) -> None:
+    code = (
+        "import hashlib, sys\n"
+        "from envfactory.catalog import compiled\n"
+        "for path, data in compiled.compiled_files():\n"
+        "    print(path.name, hashlib.sha256(data).hexdigest())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONHASHSEED": seed},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    import hashlib
+
+    expected = "".join(
+        f"{p.name} {hashlib.sha256(p.read_bytes()).hexdigest()}\n"
+        for p in (COMPILED, gpus.COMPILED)
+    )
+    assert out == expected
+
+
+def test_an_edited_data_file_makes_it_stale() -> None:
+    texts = {n: (DATA_DIR / n).read_bytes() for n in DATA_FILES}
+    assert compiled.read(COMPILED, texts, compiled.CATALOG_RECORDS) is not None
+    edited = dict(texts)
+    edited["constraints.yaml"] = texts["constraints.yaml"] + b"\n# a user's edit\n"
+    assert compiled.read(COMPILED, edited, compiled.CATALOG_RECORDS) is None
+
+
+def test_a_changed_record_class_makes_it_stale() -> None:
+    texts = {n: (DATA_DIR / n).read_bytes() for n in DATA_FILES}
+
+    @dataclasses.dataclass(frozen=True)
+    class Source:  # same name as the model's, one more field
+        id: str
+        citation: str
+        url: str
+        added: str
+
+    changed = tuple(Source if c.__name__ == "Source" else c for c in compiled.CATALOG_RECORDS)
+    assert compiled.fingerprint(texts, changed) != compiled.fingerprint(
+        texts, compiled.CATALOG_RECORDS
+    )
+    assert compiled.read(COMPILED, texts, changed) is None
+
+
+def test_a_missing_or_foreign_file_is_not_used(tmp_path: Path) -> None:
+    texts = {n: (DATA_DIR / n).read_bytes() for n in DATA_FILES}
+    assert compiled.read(tmp_path / "none.pickle", texts, compiled.CATALOG_RECORDS) is None
+    other = tmp_path / "other.pickle"
+    other.write_bytes(b"not a compiled catalog\n" + COMPILED.read_bytes())
+    assert compiled.read(other, texts, compiled.CATALOG_RECORDS) is None
+
+
+def test_an_edited_yaml_is_still_checked_with_file_and_line(tmp_path: Path) -> None:
+    """What the compiled form skips is only ever skipped for the exact bytes it was made from:
+    a broken edit still fails as before."""
+    data = tmp_path / "data"
+    shutil.copytree(DATA_DIR, data)
+    combos = data / "combos.yaml"
+    combos.write_text(
+        combos.read_text(encoding="utf-8").replace(
+            "  tf114-cuda100:\n", "  tf114-cuda100:\n    colour: red\n", 1
+        ),
+        encoding="utf-8",
+    )
+    texts = {n: (data / n).read_bytes() for n in DATA_FILES}
+    assert compiled.read(COMPILED, texts, compiled.CATALOG_RECORDS) is None
+    with pytest.raises(CatalogError, match=r"combos\.yaml:\d+: .*colour"):
+        load_from_texts(texts, str(data))
