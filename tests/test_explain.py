@@ -49,17 +49,20 @@ def test_corpus_is_real_and_big_enough() -> None:
     # next held-back set is collected and kept outside this corpus until it is measured.
     spent = [log for log in LOGS if log.spent]
     assert len(spent) == 32 and not any(log.held_out for log in spent)
+    # The second held-back set, measured once on 2026-12-01 and tuned on since.
+    assert sum(1 for log in LOGS if log.spent_2) == 38
 
 
 def test_every_tuning_log_yields_its_expected_problems_and_nothing_else() -> None:
     result = score(TUNING)
     # A cudart dlerror with nothing else (no GPU, no CUDA set up in the log) is what TensorFlow
     # prints on every healthy CPU-only machine: explain must call it a note, which names the
-    # cause for the case that the machine has a GPU. Two threads confirmed that cause for such a
-    # log; they can only be notes, and those are the only misses allowed.
+    # cause for the case that the machine has a GPU. Four threads confirmed that cause for such a
+    # log (two of them in the second held-back set); they can only be notes, and those are the
+    # only misses allowed.
     assert result.missed == result.noted
     assert {pid for _, pid in result.noted} <= {"cudart-not-found"}
-    assert len(result.noted) <= 2
+    assert len(result.noted) <= 4
     assert result.false_positive_logs == ()
     assert result.extra == ()
 
@@ -144,6 +147,28 @@ def test_users_guide_errors(line: str, pid: str, in_cause: str) -> None:
          "tensorflow-gpu=1.14 -> python[version='>=3.6,<3.7.0a0|>=3.7,<3.8.0a0']",
          [("python-unsupported", "problem")]),
         ("tf.test.is_gpu_available() returns False", [("tf-no-gpu", "problem")]),
+        # Any quote or apostrophe a forum or editor made of the ASCII one.
+        ("Could not load dynamic library \u201clibcudnn.so.8\u201d; dlerror: libcudnn.so.8: cannot "
+         "open shared object file", [("cudnn-not-found", "problem")]),
+        ("NVIDIA-SMI has failed because it couldn\u2019t communicate with the NVIDIA driver.",
+         [("no-gpu-driver", "problem")]),
+        # PyTorch's and XLA's driver checks and the container toolkit's, besides CUDA's wording.
+        ("UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found "
+         "version 11040).", [("driver-too-old", "problem")]),
+        ("W external/xla/xla/service/gpu/nvptx_compiler.cc:718] The NVIDIA driver's CUDA version "
+         "is 12.0 which is older than the ptxas CUDA version (12.3.107).",
+         [("driver-too-old", "problem")]),
+        ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.2, please "
+         "update your driver to a newer version", [("driver-too-old", "problem")]),
+        # Out of memory while the context is created: the GPU is taken, not the model too big;
+        # out of memory when TensorFlow allocates its pool stays gpu-oom.
+        ("E cuda_driver.cc:1032] failed to create context: cuCtxCreate: CUDA_ERROR_OUT_OF_MEMORY: "
+         "out of memory", [("gpu-init-failed", "problem")]),
+        ("E cuda_driver.cc:806] failed to allocate 10.91G (11715084288 bytes) from device: "
+         "CUDA_ERROR_OUT_OF_MEMORY: out of memory", [("gpu-oom", "problem")]),
+        # cuSOLVER's dlerror (TensorFlow opens it only for a GPU it found), wrapped as pasted.
+        ("Could not load dynamic library 'libcusolver.so.11';\ndlerror: libcusolver.so.11: "
+         "cannot open shared object file", [("cuda-library-not-found", "problem")]),
         # What TensorFlow prints on a healthy machine without a GPU (TF 2.13+, TensorRT, the
         # profiler's CUPTI), PyTorch Lightning's "no GPU asked for" and the allocator's note that
         # a retried allocation is not a failure: never a problem.

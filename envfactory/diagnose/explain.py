@@ -31,6 +31,15 @@ READ_CHUNK = 1 << 16
 Severity = Literal["problem", "note"]
 
 _UNBOUNDED = re.compile(r"(?<!\\)\.[*+]")
+# Logs quote file names and messages with whatever the user's editor, forum or terminal made of
+# the quote (double quotes, backticks, typographic single and double quotes, as in nvidia-smi's
+# message pasted with U+2018 for its apostrophe): every quote and apostrophe is read as an ASCII
+# apostrophe, so a pattern writes ' for any of them. One character for one, so offsets and
+# windows are unchanged; the lines shown stay as written. Plain-ASCII lines without " or ` (most
+# lines) skip the translation.
+QUOTES = str.maketrans(
+    dict.fromkeys('"`\u00b4\u2018\u2019\u201a\u201b\u2032\u201c\u201d\u201e\u201f\u2033', "'")
+)
 _CPU_ONLY_NOTE = (
     "Nothing in this log shows an NVIDIA GPU: on a machine without one this message is expected "
     "and TensorFlow runs on the CPU. If this machine has an NVIDIA GPU: "
@@ -261,9 +270,12 @@ def explain_lines(lines: Iterable[str], rules: Table | None = None) -> Explanati
     seen: set[str] = set()  # names of the evidence sets found
     for number, raw in enumerate(lines, start=1):
         for piece in _windows(raw):
-            text = piece.strip()
-            if not text:
+            shown = piece.strip()
+            if not shown:
                 continue
+            text = shown
+            if not text.isascii() or '"' in text or "`" in text:
+                text = text.translate(QUOTES)
             low = text.lower()
             if not tbl.any_keyword.search(low):
                 continue
@@ -298,7 +310,7 @@ def explain_lines(lines: Iterable[str], rules: Table | None = None) -> Explanati
                 if len(found.lines) < MAX_LINES_PER_PROBLEM and (
                     not found.lines or found.lines[-1][0] != number
                 ):
-                    found.lines.append((number, text))
+                    found.lines.append((number, shown))
     by_id = {rule.id: rule for rule in tbl.problems}
     problems: list[Problem] = []
     for pid, found in hits.items():
