@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -81,7 +80,7 @@ def _create_temporary(path: Path) -> Path:
     """An empty new file next to ``path``, mode 0666 less the umask (the kernel applies it)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     while True:
-        temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        temporary = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
         try:
             os.close(os.open(temporary, flags, 0o666))
         except FileExistsError:  # pragma: no cover - 32 random bits collided

@@ -24,8 +24,8 @@ import pytest
 from crafted import Crafted, crafted_lock, write_crafted, write_lock
 
 from envfactory.build.checks import LockedPackage
-from envfactory.build.create import check_pip_packages, create_environment
-from envfactory.build.pkgcache import STAGING, CacheLocation, PackageCache
+from envfactory.build.create import check_installed, check_pip_packages, create_environment
+from envfactory.build.pkgcache import STAGING, CacheLocation, PackageCache, UnsafePackage
 from envfactory.build.verify import verify_environment
 from envfactory.errors import ToolError, UserInputError
 
@@ -466,3 +466,79 @@ def test_interrupted_create_leaves_nothing_and_a_rerun_succeeds(
         assert leftovers(parent, cache) == [], f"cut at {delay:.2f} s"
         assert json.loads((prefix / "conda-meta" / "envfactory.json").read_text())["platform"]
     assert cut >= 2, f"only {cut} of {len(points)} signals arrived before create finished"
+
+
+def _linked_env(tmp_path: Path) -> tuple[Path, set[str]]:
+    """A created environment of one package with a file, a nested file and a symlink, and the
+    cache entries it was linked from (what create hands ``check_installed``)."""
+    pkg = Crafted(
+        "linked",
+        files={"share/l/a.txt": b"a\n", "share/l/deep/b.txt": b"b\n", "lib/libl.so.1": b"so\n"},
+        symlinks={"lib/libl.so": "libl.so.1"},
+    )
+    lock = crafted_lock(tmp_path / "in", [pkg])
+    env = tmp_path / "env"
+    create_environment(lock, env, platform="linux-64", cache=cache_at(tmp_path / "cache"))
+    return env, {str(tmp_path / "cache" / "linked-1.0-h0_0")}
+
+
+def test_check_installed_passes_what_create_linked(tmp_path: Path) -> None:
+    env, sources = _linked_env(tmp_path)
+    check_installed(env, sources)
+    # a copy with the listed content is fine too (where hard links cannot be made)
+    data = (env / "share/l/a.txt").read_bytes()
+    (env / "share/l/a.txt").unlink()
+    (env / "share/l/a.txt").write_bytes(data)
+    check_installed(env, sources)
+
+
+def _replace(path: Path, data: bytes) -> None:
+    path.unlink()  # a hard link to the cache: replace it, never write through it
+    path.write_bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("case", "words"),
+    [
+        ("altered", "the sha256 of share/l/a.txt after linking differs"),
+        ("resized", "share/l/a.txt has 3 bytes after linking, paths.json says 2"),
+        ("missing", "share/l/deep/b.txt is missing after linking"),
+        ("dir-is-symlink", "share/l/deep in the new prefix is not a directory"),
+        ("link-is-file", "lib/libl.so should be a symlink"),
+        ("link-leaves", "is a symlink to '/etc/passwd', outside the prefix"),
+        ("foreign-source", "linked from /elsewhere, not from the checked cache entry"),
+    ],
+)
+def test_check_installed_finds_what_differs_from_paths_json(
+    tmp_path: Path, case: str, words: str
+) -> None:
+    """The check after linking, on an environment changed after the fact: each way an
+    installed file can differ from the package's paths.json is an error naming the file."""
+    env, sources = _linked_env(tmp_path)
+    if case == "altered":
+        _replace(env / "share/l/a.txt", b"A\n")
+    elif case == "resized":
+        _replace(env / "share/l/a.txt", b"aa\n")
+    elif case == "missing":
+        (env / "share/l/deep/b.txt").unlink()
+    elif case == "dir-is-symlink":
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        (outside / "b.txt").write_bytes(b"b\n")
+        (env / "share/l/deep/b.txt").unlink()
+        (env / "share/l/deep").rmdir()
+        (env / "share/l/deep").symlink_to(outside)
+    elif case == "link-is-file":
+        (env / "lib/libl.so").unlink()
+        (env / "lib/libl.so").write_bytes(b"so\n")
+    elif case == "link-leaves":
+        (env / "lib/libl.so").unlink()
+        (env / "lib/libl.so").symlink_to("/etc/passwd")
+    elif case == "foreign-source":
+        record = next((env / "conda-meta").glob("linked-*.json"))
+        doc = json.loads(record.read_text(encoding="utf-8"))
+        doc["extracted_package_dir"] = "/elsewhere"
+        record.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises((ToolError, UnsafePackage)) as info:
+        check_installed(env, sources)
+    assert words in info.value.message

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from crafted import Crafted, crafted_lock, write_crafted, write_lock
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from envfactory.build.checks import LockedPackage
 from envfactory.build.create import create_environment
@@ -22,7 +24,10 @@ from envfactory.build.pkgcache import (
     CacheLocation,
     PackageCache,
     Staging,
+    UnsafePackage,
     cache_location,
+    check_all_relative,
+    check_relative,
     default_root,
     sweep_stale,
 )
@@ -337,3 +342,28 @@ def test_extraction_runs_on_a_pool_of_about_the_core_count(tmp_path: Path) -> No
     assert 1 <= max(seen) <= workers()
     if workers() > 1:
         assert max(seen) > 1
+
+
+_PATH_PARTS = st.sampled_from(
+    ["lib", "a.txt", ".", "..", "", "/", "\\", "C:", "x\n", "\t", "\x00", "\x1f", "...", "b c"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(_PATH_PARTS, max_size=5).map("/".join), max_size=6))
+def test_check_all_relative_refuses_exactly_what_check_relative_refuses(paths: list[str]) -> None:
+    """The one-search form of the per-path check (parse_paths and the check after linking use
+    it on every file): same verdict, and the error names the first bad path."""
+    first: str | None = None
+    for path in paths:
+        try:
+            check_relative("p 1.0 h0", path)
+        except UnsafePackage as exc:
+            first = exc.message
+            break
+    try:
+        check_all_relative("p 1.0 h0", paths)
+    except UnsafePackage as exc:
+        assert exc.message == first
+    else:
+        assert first is None

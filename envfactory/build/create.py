@@ -53,9 +53,9 @@ from envfactory.build.pkgcache import (
     PackageCache,
     Staging,
     UnsafePackage,
+    check_all_relative,
     check_link_target,
     check_no_write_through_links,
-    check_relative,
     sweep_stale,
 )
 from envfactory.catalog.model import Platform, host_platform
@@ -337,14 +337,19 @@ def create_environment(
 def check_installed(prefix: Path, sources: set[str]) -> None:
     """Every file the conda packages installed, against the record rattler wrote from
     ``paths.json``: inside the prefix and under no symlink; a file is the cache's (a hard link to
-    the entry checked on its way in) or has the listed sha256 and size (``sha256_in_prefix``
-    where the prefix was patched in); a symlink points inside the prefix."""
+    a file of the entry it was linked from, checked on its way in) or has the listed sha256 and
+    size (``sha256_in_prefix`` where the prefix was patched in); a symlink points inside the
+    prefix.
+
+    The prefix and each cache entry are walked once with ``scandir`` (the kind and inode of
+    every entry come with the directory listing), not one ``lstat`` per file and per cache
+    file: this runs on every create, over every file of the environment."""
     from envfactory.build.pkgcache import _digest
 
-    cached: set[tuple[int, int]] = set()
-    walked: set[Path] = set()
     records = []
     for path in sorted((prefix / "conda-meta").glob("*.json")):
+        if path.name == MARKER:
+            continue  # envfactory's own record, not a package's
         record = json.loads(path.read_text(encoding="utf-8"))
         source = record.get("extracted_package_dir") or (record.get("link") or {}).get("source")
         if source not in sources:
@@ -353,53 +358,59 @@ def check_installed(prefix: Path, sources: set[str]) -> None:
                 "report this as a bug in envfactory",
             )
         records.append(record)
-    directories: set[str] = set()
     root = os.fspath(prefix)
+    installed = _tree(root)  # relative path -> (kind, inode), real directories only
+    device = prefix.stat().st_dev
     for record in records:
         what = f"{record['name']} {record['version']} {record['build']}"
-        source = Path(record.get("extracted_package_dir") or "")
-        src = os.fspath(source)
+        src = os.fspath(Path(record.get("extracted_package_dir") or ""))
+        # the entry's inodes, when the prefix can hold hard links to it at all
+        linked = _file_inodes(src) if Path(src).stat().st_dev == device else set()
         entries = (record.get("paths_data") or {}).get("paths", [])
+        check_all_relative(what, [raw["_path"] for raw in entries])
         for raw in entries:
             rel = raw["_path"]
-            check_relative(what, rel)
-            parent, _, _name = rel.rpartition("/")
-            while parent and parent not in directories:
-                directories.add(parent)
-                parent = parent.rpartition("/")[0]
-            full = f"{root}/{rel}"  # plain strings: this runs once per installed file
-            try:
-                st = os.lstat(full)
-            except OSError:
+            found = installed.get(rel)
+            if found is None:
+                parent = rel.rpartition("/")[0]
+                while parent and parent not in installed:
+                    parent = parent.rpartition("/")[0]
+                if parent and installed[parent][0] != "dir":
+                    raise UnsafePackage(
+                        f"{parent} in the new prefix is not a directory but {what} has files "
+                        "under it",
+                        "a package installs a symlink where another has a directory; re-lock",
+                    )
                 raise UnsafePackage(
                     f"{what}: {rel} is missing after linking", "report this as a bug"
-                ) from None
-            kind = raw.get("path_type", "hardlink")
-            if kind == "softlink":
-                if not stat.S_ISLNK(st.st_mode):
+                )
+            kind, inode = found
+            full = f"{root}/{rel}"  # plain strings: this runs once per installed file
+            path_type = raw.get("path_type", "hardlink")
+            if path_type == "softlink":
+                if kind != "link":
                     raise UnsafePackage(f"{what}: {rel} should be a symlink", "re-lock")
                 check_link_target(what, rel, os.readlink(full))  # noqa: PTH115
                 continue
-            if kind == "directory":
+            if path_type == "directory":
+                if kind != "dir":
+                    raise UnsafePackage(f"{what}: {rel} should be a directory", "re-lock")
                 continue
-            if stat.S_ISLNK(st.st_mode):
+            if kind == "link":
                 check_link_target(what, rel, os.readlink(full))  # noqa: PTH115
                 continue
-            if not stat.S_ISREG(st.st_mode):
+            if kind != "file":
                 raise UnsafePackage(f"{what}: {rel} is not a regular file after linking", "")
-            if kind != "hardlink":
+            if path_type != "hardlink":
                 continue  # python entry points, .pyc: written by rattler, not in paths.json
             if raw.get("prefix_placeholder"):
                 expected = raw.get("sha256_in_prefix") or raw.get("sha256")
             else:
-                if _same_file(f"{src}/{rel}", st):
+                if inode in linked:
                     continue  # the cache's own file, checked when it entered the cache
-                if (st.st_dev, st.st_ino) not in cached:
-                    _remember(cached, walked, source)  # noarch: site-packages/ moved under lib/
-                if (st.st_dev, st.st_ino) in cached:
-                    continue
                 expected = raw.get("sha256")
                 size = raw.get("size_in_bytes")
+                st = os.lstat(full)
                 if size is not None and st.st_size != size:
                     raise UnsafePackage(
                         f"{what}: {rel} has {st.st_size} bytes after linking, "
@@ -411,33 +422,43 @@ def check_installed(prefix: Path, sources: set[str]) -> None:
                     f"{what}: the sha256 of {rel} after linking differs from paths.json",
                     "the cache entry changed; 'envfactory cache clean' and run again",
                 )
-    for rel in sorted(directories):
-        st = (prefix / rel).lstat()
-        if not stat.S_ISDIR(st.st_mode):
-            raise UnsafePackage(
-                f"{rel} in the new prefix is not a directory but files were linked under it",
-                "a package installs a symlink where another has a directory; re-lock",
-            )
 
 
-def _same_file(path: str, st: os.stat_result) -> bool:
-    try:
-        other = os.lstat(path)
-    except OSError:
-        return False
-    return (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
+def _file_inodes(root: str) -> set[int]:
+    """The inodes of the regular files under ``root`` (symlinks not followed)."""
+    out: set[int] = set()
+    stack = [root]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    out.add(entry.inode())
+    return out
 
 
-def _remember(cached: set[tuple[int, int]], walked: set[Path], directory: Path) -> None:
-    """Add the (device, inode) of every file of a cache entry, once per entry."""
-    if directory in walked:
-        return
-    walked.add(directory)
-    for dirpath, _dirs, files in os.walk(directory):
-        for name in files:
-            with contextlib.suppress(OSError):
-                st = (Path(dirpath) / name).lstat()
-                cached.add((st.st_dev, st.st_ino))
+def _tree(root: str) -> dict[str, tuple[str, int]]:
+    """Every entry under ``root`` by relative path: its kind (``dir``, ``file``, ``link`` or
+    ``other``) and inode, from one ``scandir`` per directory; symlinks are not followed, so
+    nothing under a symlinked directory is listed."""
+    out: dict[str, tuple[str, int]] = {}
+    stack = [("", root)]
+    while stack:
+        rel_dir, directory = stack.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                rel = f"{rel_dir}{entry.name}"
+                if entry.is_symlink():
+                    out[rel] = ("link", entry.inode())
+                elif entry.is_dir(follow_symlinks=False):
+                    out[rel] = ("dir", entry.inode())
+                    stack.append((f"{rel}/", entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    out[rel] = ("file", entry.inode())
+                else:
+                    out[rel] = ("other", entry.inode())
+    return out
 
 
 def _apply_umask(prefix: Path, written: Sequence[Path], umask: int) -> None:
