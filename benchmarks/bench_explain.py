@@ -6,9 +6,9 @@ Prints, for the tuning part and the held-back part of tests/data/explain-corpus/
 logs from public threads, each with the cause the thread confirmed): recall per problem id (logs
 where the expected id was reported as a problem / logs expecting it), overall recall, the
 false-positive rate (healthy or irrelevant logs with any problem reported) and extra ids on
-problem logs. Held back means ``# split: held-out`` only (39 logs collected on 2026-12-01 after
-the patterns were frozen at commit af12a40; measured once, unseen, at recall 32/32 = 100.0% with
-0 of 8 healthy logs flagged). The 32 logs marked
+problem logs. Held back means ``# split: held-out`` only (53 logs collected in two batches on
+2026-12-01 after the patterns were frozen at commit af12a40; measured once, unseen, at recall
+39/42 = 92.9% with 0 of 12 healthy logs flagged). The 32 logs marked
 ``# split: spent-held-out`` were the held-back fifth of stop 15: measured once, unseen, at recall
 22/27 = 81.5% with 1 of 6 healthy logs flagged, then used for tuning; the 38 marked
 ``# split: spent-held-out-2`` were the second held-back set, measured once, unseen, on 2026-12-01

@@ -3,9 +3,9 @@
 Each file starts with ``# source: URL``, ``# cause: ...`` (what the thread confirmed),
 ``# expect: id, id`` (or ``none`` for a healthy or irrelevant log) and optionally a
 ``# split:`` line. ``held-out`` marks a held-back log (collected after the patterns were frozen,
-never used to tune them); only those count as held back: 39 logs collected on 2026-12-01 after
-the patterns were frozen at commit af12a40, measured once, unseen (recall 32/32 = 100.0%, 0 of 8
-healthy logs flagged). ``spent-held-out`` marks the first
+never used to tune them); only those count as held back: 53 logs collected in two batches on
+2026-12-01 after the patterns were frozen at commit af12a40 (one freeze), measured once, unseen
+(recall 39/42 = 92.9%, 0 of 12 healthy logs flagged). ``spent-held-out`` marks the first
 held-back fifth (32 logs): it was measured once, unseen, in stop 15 (recall 22/27 = 81.5%, 1 of 6
 healthy logs flagged), its misses were then read, and it has been used for tuning since.
 ``spent-held-out-2`` marks the second held-back set (38 logs): measured once unseen on 2026-12-01
