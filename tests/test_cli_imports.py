@@ -71,7 +71,7 @@ def modules_of(*args: str, cwd: Path, stdin: bytes = b"") -> tuple[int, set[str]
             {0},
             {"jinja2", "rich", "ruamel", "envfactory.build"} | YAML_READER,
         ),
-        (["explain", "-"], {0, 3}, {"jinja2", "rich", "envfactory.build"}),
+        (["explain", "-"], {0, 3}, {"jinja2", "rich", "ruamel", "envfactory.build"}),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else None,
 )

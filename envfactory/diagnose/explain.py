@@ -14,13 +14,11 @@ import functools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
+from pathlib import Path
 from typing import IO, Any, Literal
 
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
 from envfactory.errors import CatalogError, UserInputError
+from envfactory.yamlio import YamlMap, YamlSeq, load_yaml
 
 MAX_LINES_PER_PROBLEM = 10
 WINDOW = 2048
@@ -137,7 +135,7 @@ def _compile(raw: object, where: str) -> re.Pattern[str]:
         raise CatalogError(f"{where}: bad pattern {text!r}: {exc}") from None
 
 
-def _seq(node: CommentedMap, key: str, where: str) -> list[object]:
+def _seq(node: YamlMap, key: str, where: str) -> list[object]:
     value = node.get(key, [])
     if not isinstance(value, list):
         raise CatalogError(f"{where}: '{key}' must be a list")
@@ -152,9 +150,9 @@ _REQUIRED = {"id", "keywords", "patterns", "cause", "fix"}
 
 
 def _problem(node: object, path: str) -> Pattern:
-    line = node.lc.line + 1 if isinstance(node, CommentedMap) else "?"
+    line = node.line if isinstance(node, YamlMap) else "?"
     where = f"{path}:{line}"
-    if not isinstance(node, CommentedMap):
+    if not isinstance(node, YamlMap):
         raise CatalogError(f"{where}: each problem must be a mapping")
     keys = set(node)
     if not _REQUIRED <= keys <= _KEYS:
@@ -185,8 +183,10 @@ def _problem(node: object, path: str) -> Pattern:
 
 
 def _load(text: str, path: str) -> Table:
-    doc = YAML(typ="rt").load(text)
-    if not isinstance(doc, CommentedMap) or not isinstance(doc.get("problems"), CommentedSeq):
+    # libyaml with line numbers (yamlio), as the catalog: ruamel's pure-Python round-trip
+    # parser took ~60 ms of every explain for this file
+    doc = load_yaml(path, text)
+    if not isinstance(doc, YamlMap) or not isinstance(doc.get("problems"), YamlSeq):
         raise CatalogError(f"{path}: top level must be 'problems:' with a list")
     out: list[Pattern] = []
     seen: set[str] = set()
@@ -196,7 +196,7 @@ def _load(text: str, path: str) -> Table:
             raise CatalogError(f"{path}: duplicate problem id '{rule.id}'")
         seen.add(rule.id)
         out.append(rule)
-    evidence = _evidence(doc.get("evidence") or CommentedMap(), path)
+    evidence = _evidence(doc.get("evidence") or YamlMap(doc.line), path)
     names = {ev.name for ev in evidence} | {"gpu"}
     for rule in out:
         unknown = set(rule.suppressed_by) - seen
@@ -209,12 +209,12 @@ def _load(text: str, path: str) -> Table:
 
 
 def _evidence(node: object, path: str) -> tuple[Evidence, ...]:
-    if not isinstance(node, CommentedMap):
+    if not isinstance(node, YamlMap):
         raise CatalogError(f"{path}: 'evidence' must map names to keywords and patterns")
     out = []
     for name, body in node.items():
         where = f"{path}: evidence '{name}'"
-        if not isinstance(body, CommentedMap) or set(body) != {"keywords", "patterns"}:
+        if not isinstance(body, YamlMap) or set(body) != {"keywords", "patterns"}:
             raise CatalogError(f"{where} must have exactly 'keywords' and 'patterns'")
         out.append(
             Evidence(
@@ -229,7 +229,8 @@ def _evidence(node: object, path: str) -> tuple[Evidence, ...]:
 @functools.cache
 def table() -> Table:
     """The shipped patterns, loaded once."""
-    path = resources.files("envfactory") / "data" / "explain-patterns.yaml"
+    # next to the modules in every install, as the catalog (importlib.resources costs 10-20 ms)
+    path = Path(__file__).resolve().parent.parent / "data" / "explain-patterns.yaml"
     return _load(path.read_text(encoding="utf-8"), "explain-patterns.yaml")
 
 
