@@ -25,10 +25,12 @@ from envfactory.build.pkgcache import (
     PackageCache,
     Staging,
     UnsafePackage,
+    _parse_paths_one_by_one,
     cache_location,
     check_all_relative,
     check_relative,
     default_root,
+    parse_paths,
     sweep_stale,
 )
 from envfactory.build.verify import verify_environment
@@ -367,3 +369,32 @@ def test_check_all_relative_refuses_exactly_what_check_relative_refuses(paths: l
         assert exc.message == first
     else:
         assert first is None
+
+
+_SHA = "0" * 63 + "a"
+_RAW_ENTRIES = st.fixed_dictionaries(
+    {"_path": st.one_of(st.lists(_PATH_PARTS, min_size=1, max_size=3).map("/".join), st.just(1))},
+    optional={
+        "path_type": st.sampled_from(["hardlink", "softlink", "directory", "pipe", None]),
+        "sha256": st.sampled_from([_SHA, _SHA.upper(), _SHA[:-1], _SHA + "\n" + _SHA, 7, None]),
+        "size_in_bytes": st.sampled_from([0, 5, -1, True, "5", None]),
+        "prefix_placeholder": st.sampled_from(["/opt/anaconda1anaconda2anaconda3", "", 3]),
+        "file_mode": st.sampled_from(["text", "binary", "other", None]),
+    },
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(_RAW_ENTRIES, st.just("not a mapping")), max_size=6))
+def test_parse_paths_bulk_check_gives_the_one_by_one_verdict(raws: list[object]) -> None:
+    """parse_paths checks in bulk first and falls back to the entry-by-entry check: the same
+    entries, or the same refusal, as checking each entry on its own."""
+    try:
+        expected: object = _parse_paths_one_by_one("p 1.0 h0", raws)
+    except UnsafePackage as exc:
+        expected = exc.message
+    try:
+        got: object = parse_paths("p 1.0 h0", {"paths": raws})
+    except UnsafePackage as exc:
+        got = exc.message
+    assert got == expected
