@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from shells import winpython
 from shells.conda_win import CondaCmd
-from shells.harness import Snap, Step
+from shells.harness import Snap, Source, Step
 from shells.wine import WinePrefix, run_cmd_sessions, win_path
 
 from envfactory.activation.plan import CORE_RELPATH, install_activation
@@ -100,3 +100,54 @@ def test_conda_cmd_activator_a_then_b_then_deactivate_twice_gives_the_start_back
     for prefix in prefixes.values():
         cached = prefix / Path(CORE_RELPATH).parent / "__pycache__" / "activation.cpython-38.pyc"
         assert cached.is_file()
+
+
+# What conda's own `@SET "PATH=..."` lines can carry: no `%` (cmd expands it when it CALLs
+# conda's .bat), no `"` (it ends conda's quoted assignment), and only entries that
+# os.path.normpath keeps as they are (its cmd activator's path_conversion: an empty entry
+# becomes ".", a trailing backslash goes); the core keeps them all (tests/test_activation_bat.py).
+HOSTILE = [
+    r"C:\windows\system32",
+    CUDA + r"\bin",
+    r"c:\TOOLS\cuda\bin",
+    r"C:\Program Files (x86)\Common Files\Intel",
+    r"C:\a&b|c<d>e",
+    r"C:\q!PATH!r",
+    r"C:\c^d^^",
+    r"C:\windows\system32",
+]
+MINE = r"C:\mine & yours"
+
+
+@pytest.mark.parametrize("switch", [False, True], ids=["stack", "stack_then_switch"])
+def test_user_edits_and_hostile_entries_survive_conda_stacking_and_switching(
+    switch: bool, prefixes: dict[str, Path], conda_python: Path, wine: WinePrefix, root: Path
+) -> None:
+    """A, then B stacked, the user's own PATH edit, (then ``conda activate A``: conda 24.7 does
+    not switch in place but goes to level 3, B's block replaced by A's,) deactivate down to
+    level 0: the start, with the user's edit kept."""
+    a, b = win_path(prefixes["A"]), win_path(prefixes["B"])
+    other = root / "other"
+    (other / "conda-meta").mkdir(parents=True, exist_ok=True)
+    condabin = win_path(conda_python.parent / "condabin")
+    path = ";".join([condabin, *HOSTILE, win_path(other) + r"\Library\bin"])
+    start = {"PATH": path, "CUDA_PATH": CUDA, "USER_KEEP": "x"}
+    name = "edits-switch" if switch else "edits"
+    conda = CondaCmd(conda_python, root / name / "conda")
+    edit = root / name / "edit.bat"
+    edit.write_bytes(f'@set "PATH={MINE};%PATH%"\r\n'.encode("ascii"))
+    steps: list[Step] = [Snap(), conda("activate", a), conda("activate", "--stack", b)]
+    steps += [
+        Source(edit),
+        *([conda("activate", a), Snap(), conda("deactivate")] if switch else []),
+    ]
+    steps += [conda("deactivate"), conda("deactivate"), Snap()]
+    (result,), stderr = run_cmd_sessions(wine, [(steps, start)], root / name / "session")
+    assert set(result.codes) == {0} and set(result.errors) == {""}, stderr
+    begin, *between, end = map(watched, result.snaps)
+    assert begin == watched(start)
+    if switch:  # A at level 3, over B, over A
+        assert (between[0]["CONDA_SHLVL"], between[0]["CONDA_PREFIX"]) == ("3", a)
+    assert end["PATH"].split(";") == [MINE, *path.split(";")]
+    assert end == watched(start) | {"PATH": MINE + ";" + path, "CONDA_SHLVL": "0"}
+    assert result.snaps[-1]["USER_KEEP"] == "x"
