@@ -273,19 +273,20 @@ def build_cases(root: Path, envs: dict[str, Prefix]) -> dict[str, tuple[Session,
     # the fail-safe lines: each script of each broken environment changes nothing
     start = {"PATH": CUDA + r"\bin;C:\windows", "CUDA_PATH": CUDA}
     s = Session(envs, start)
-    for phase in ("activate", "deactivate"):
+    phases: tuple[Phase, Phase] = ("activate", "deactivate")
+    for phase in phases:
         s.fails(
             "A", phase, f"envfactory: CONDA_PREFIX is not set; {phase} of {COMBO} changed nothing"
         )
     cases["no_prefix"] = (s, False)
     s = Session(envs, base("N") | start)
-    for phase in ("activate", "deactivate"):
+    for phase in phases:
         why = f"no python.exe in the environment; {phase} of {COMBO} changed nothing"
         s.fails("N", phase, "envfactory: " + why)
     cases["no_python"] = (s, False)
     for letter, only_line in (("D", True), ("C", False)):  # C: Python's SyntaxError first
         s = Session(envs, base(letter) | start)
-        for phase in ("activate", "deactivate"):
+        for phase in phases:
             why = f"python.exe failed and wrote no edits; {phase} of {COMBO} changed nothing"
             s.fails(letter, phase, "envfactory: " + why, only_line)
         cases["python_fails" if letter == "D" else "core_broken"] = (s, False)
@@ -318,11 +319,12 @@ def check(session: Session, result: SessionResult) -> None:
     for i, (snap, want) in enumerate(zip(result.snaps, session.expected, strict=True)):
         assert relevant(snap) == want, f"after step {i}"
     assert result.codes == session.codes
-    for error, want, last in zip(result.errors, session.errors, session.last_lines, strict=True):
-        if want is None:
+    lines = zip(result.errors, session.errors, session.last_lines, strict=True)
+    for error, want_error, last in lines:
+        if want_error is None:
             assert error.endswith("\n" + last + "\n"), error
         else:
-            assert error == want
+            assert error == want_error
 
 
 @pytest.mark.parametrize(

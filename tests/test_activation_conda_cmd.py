@@ -137,10 +137,9 @@ def test_user_edits_and_hostile_entries_survive_conda_stacking_and_switching(
     edit = root / name / "edit.bat"
     edit.write_bytes(f'@set "PATH={MINE};%PATH%"\r\n'.encode("ascii"))
     steps: list[Step] = [Snap(), conda("activate", a), conda("activate", "--stack", b)]
-    steps += [
-        Source(edit),
-        *([conda("activate", a), Snap(), conda("deactivate")] if switch else []),
-    ]
+    steps.append(Source(edit))
+    if switch:
+        steps += [conda("activate", a), Snap(), conda("deactivate")]
     steps += [conda("deactivate"), conda("deactivate"), Snap()]
     (result,), stderr = run_cmd_sessions(wine, [(steps, start)], root / name / "session")
     assert set(result.codes) == {0} and set(result.errors) == {""}, stderr
