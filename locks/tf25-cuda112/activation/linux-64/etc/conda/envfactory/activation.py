@@ -525,7 +525,8 @@ def main(argv):
     status, output, message = run(argv)
     if message:
         sys.stderr.write(message + "\n")
-    if status == 0 and argv[1] == "cmd":
+    if argv[1:2] == ["cmd"] and len(argv) == 5:
+        # empty when refused: no file at all tells the .bat stub that python.exe itself failed
         with open(argv[3], "wb") as f:  # noqa: PTH123
             f.write(output)
     elif status == 0:
