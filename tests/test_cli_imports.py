@@ -17,7 +17,7 @@ from crafted import Crafted, crafted_lock
 import envfactory
 
 SOLVER_SIDE = {"conda_lock", "pydantic", "rattler", "requests"}
-# The catalog and the GPU table are read from their compiled form (envfactory/catalog/
+# The catalog, the GPU table and explain's patterns are read from their compiled form (envfactory/
 # compiled.py): no YAML reader unless a data file was edited.
 YAML_READER = {"yaml", "envfactory.yamlio"}
 
@@ -71,7 +71,7 @@ def modules_of(*args: str, cwd: Path, stdin: bytes = b"") -> tuple[int, set[str]
             {0},
             {"jinja2", "rich", "ruamel", "envfactory.build"} | YAML_READER,
         ),
-        (["explain", "-"], {0, 3}, {"jinja2", "rich", "ruamel", "envfactory.build"}),
+        (["explain", "-"], {0, 3}, {"jinja2", "rich", "ruamel", "envfactory.build"} | YAML_READER),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else None,
 )

@@ -58,8 +58,8 @@ def test_wheel_contains_exactly_package_data_and_templates(wheel: Path) -> None:
     assert names == _expected_files()
     assert "envfactory/templates/environment.yml.j2" in names
     assert "envfactory/data/combos.yaml" in names
-    # the compiled catalog (envfactory/catalog/compiled.py): without it every command reads YAML
-    assert {"envfactory/data/catalog.pickle", "envfactory/data/gpus.pickle"} <= names
+    # the compiled data (envfactory/compiled.py): without it every command reads YAML
+    assert {f"envfactory/data/{n}.pickle" for n in ("catalog", "gpus", "explain-patterns")} <= names
 
 
 def test_installed_wheel_renders_from_its_own_templates(wheel: Path, tmp_path: Path) -> None:

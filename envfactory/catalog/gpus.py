@@ -119,14 +119,23 @@ def load_table(text: str, path: str) -> tuple[GpuModel, ...]:
 @functools.cache
 def gpu_table() -> tuple[GpuModel, ...]:
     """Every named GPU in the shipped table, in file order: the compiled rows
-    (``compiled.py``) while they were made from this very file, else the YAML."""
-    from envfactory.catalog import compiled
+    (``envfactory/compiled.py``) while they were made from this very file, else the YAML."""
+    from envfactory import compiled
 
     texts = {DATA_FILE: (DATA_DIR / DATA_FILE).read_bytes()}
     table = compiled.read(COMPILED, texts, RECORDS)
     if isinstance(table, tuple) and all(isinstance(m, GpuModel) for m in table):
         return table
     return load_table(texts[DATA_FILE].decode("utf-8"), DATA_FILE)
+
+
+def compiled_form() -> tuple[Path, bytes]:
+    """``data/gpus.pickle`` and the bytes it should hold, from a fresh, fully checked load."""
+    from envfactory import compiled
+
+    texts = {DATA_FILE: (DATA_DIR / DATA_FILE).read_bytes()}
+    rows = load_table(texts[DATA_FILE].decode("utf-8"), DATA_FILE)
+    return COMPILED, compiled.dumps(rows, texts, RECORDS)
 
 
 def resolve_gpu(name: str, table: tuple[GpuModel, ...] | None = None) -> GpuMatch:

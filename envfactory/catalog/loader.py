@@ -119,7 +119,7 @@ class _Loader:
 
     def _doc(self, name: str, top: str) -> tuple[YamlReader, YamlMap]:
         # yamlio (libyaml) is imported only here: commands read the compiled records
-        # (compiled.py) and need the YAML reader only when a data file was edited.
+        # (envfactory/compiled.py) and need the YAML reader only when a data file was edited.
         from envfactory.yamlio import YamlReader, load_yaml
 
         label = f"{self.directory}/{name}"
@@ -457,14 +457,43 @@ def load_catalog_from(directory: Path) -> Catalog:
     return load_from_texts(texts, str(directory))
 
 
+# The record classes catalog.pickle holds (their fields are part of its fingerprint).
+RECORDS: tuple[type, ...] = (
+    Catalog,
+    Combo,
+    PlatformRoute,
+    Uncovered,
+    CondaPin,
+    PipPin,
+    Constraint,
+    Fact,
+    GpuTargets,
+    Toolkit,
+    Source,
+)
+
+
+def _texts() -> dict[str, bytes]:
+    return {name: (DATA_DIR / name).read_bytes() for name in DATA_FILES}
+
+
 @functools.cache
 def load_catalog() -> Catalog:
     """The catalog shipped inside the package, loaded once per process: the compiled records
-    (``compiled.py``) while they were made from these very data files, else the YAML."""
-    from envfactory.catalog import compiled
+    (``envfactory/compiled.py``) while they were made from these very data files, else the
+    YAML."""
+    from envfactory import compiled
 
-    texts = {name: (DATA_DIR / name).read_bytes() for name in DATA_FILES}
-    catalog = compiled.read(COMPILED, texts, compiled.CATALOG_RECORDS)
+    texts = _texts()
+    catalog = compiled.read(COMPILED, texts, RECORDS)
     if not isinstance(catalog, Catalog):
         catalog = load_from_texts(texts, str(DATA_DIR))
     return catalog
+
+
+def compiled_form() -> tuple[Path, bytes]:
+    """``data/catalog.pickle`` and the bytes it should hold, from a fresh, fully checked load."""
+    from envfactory import compiled
+
+    texts = _texts()
+    return COMPILED, compiled.dumps(load_from_texts(texts, str(DATA_DIR)), texts, RECORDS)

@@ -15,10 +15,12 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from envfactory.errors import CatalogError, UserInputError
-from envfactory.yamlio import YamlMap, YamlSeq, load_yaml
+
+if TYPE_CHECKING:
+    from envfactory.yamlio import YamlMap
 
 MAX_LINES_PER_PROBLEM = 10
 WINDOW = 2048
@@ -44,18 +46,48 @@ _CPU_ONLY_NOTE = (
 )
 
 
+class Regex:
+    """A pattern of the table, compiled (case-insensitive) the first time it is searched: a
+    log reaches the patterns of a few rules only (their keywords gate them), and compiling all
+    of them took ~25 ms of every explain. Pickled as its text (``explain-patterns.pickle``)."""
+
+    __slots__ = ("_compiled", "pattern")
+
+    def __init__(self, pattern: str, compiled: re.Pattern[str] | None = None) -> None:
+        self.pattern = pattern
+        self._compiled = compiled
+
+    def search(self, text: str) -> re.Match[str] | None:
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compiled = re.compile(self.pattern, re.IGNORECASE)
+        return compiled.search(text)
+
+    def __reduce__(self) -> tuple[type[Regex], tuple[str]]:
+        return (Regex, (self.pattern,))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Regex) and other.pattern == self.pattern
+
+    def __hash__(self) -> int:
+        return hash(self.pattern)
+
+    def __repr__(self) -> str:
+        return f"Regex({self.pattern!r})"
+
+
 @dataclass(frozen=True)
 class Pattern:
     id: str
     keywords: tuple[str, ...]
-    regexes: tuple[re.Pattern[str], ...]
-    weak_regexes: tuple[re.Pattern[str], ...]
-    weak_when: re.Pattern[str] | None
+    regexes: tuple[Regex, ...]
+    weak_regexes: tuple[Regex, ...]
+    weak_when: Regex | None
     weak_unless: tuple[str, ...]
     """names of the evidence sets any one of which makes a weak hit a problem"""
     suppressed_by: tuple[str, ...]
     unless_keywords: tuple[str, ...]
-    unless_log_has: tuple[re.Pattern[str], ...]
+    unless_log_has: tuple[Regex, ...]
     cause: str
     fix: str
     detail: str | None
@@ -67,7 +99,7 @@ class Evidence:
 
     name: str
     keywords: tuple[str, ...]
-    patterns: tuple[re.Pattern[str], ...]
+    patterns: tuple[Regex, ...]
 
 
 @dataclass(frozen=True)
@@ -122,7 +154,7 @@ class Explanation:
         return {"problems": [p.to_json() for p in self.problems]}
 
 
-def _compile(raw: object, where: str) -> re.Pattern[str]:
+def _compile(raw: object, where: str) -> Regex:
     text = str(raw)
     if _UNBOUNDED.search(text):
         raise CatalogError(
@@ -130,7 +162,7 @@ def _compile(raw: object, where: str) -> re.Pattern[str]:
             "use a bounded repeat such as .{0,80}; explain must stay linear in the log size",
         )
     try:
-        return re.compile(text, re.IGNORECASE)
+        return Regex(text, re.compile(text, re.IGNORECASE))
     except re.error as exc:
         raise CatalogError(f"{where}: bad pattern {text!r}: {exc}") from None
 
@@ -150,6 +182,8 @@ _REQUIRED = {"id", "keywords", "patterns", "cause", "fix"}
 
 
 def _problem(node: object, path: str) -> Pattern:
+    from envfactory.yamlio import YamlMap
+
     line = node.line if isinstance(node, YamlMap) else "?"
     where = f"{path}:{line}"
     if not isinstance(node, YamlMap):
@@ -183,8 +217,10 @@ def _problem(node: object, path: str) -> Pattern:
 
 
 def _load(text: str, path: str) -> Table:
-    # libyaml with line numbers (yamlio), as the catalog: ruamel's pure-Python round-trip
-    # parser took ~60 ms of every explain for this file
+    # libyaml with line numbers (yamlio), as the catalog (ruamel's pure-Python round-trip
+    # parser took ~60 ms), imported only when the file differs from its compiled form
+    from envfactory.yamlio import YamlMap, YamlSeq, load_yaml
+
     doc = load_yaml(path, text)
     if not isinstance(doc, YamlMap) or not isinstance(doc.get("problems"), YamlSeq):
         raise CatalogError(f"{path}: top level must be 'problems:' with a list")
@@ -209,6 +245,8 @@ def _load(text: str, path: str) -> Table:
 
 
 def _evidence(node: object, path: str) -> tuple[Evidence, ...]:
+    from envfactory.yamlio import YamlMap
+
     if not isinstance(node, YamlMap):
         raise CatalogError(f"{path}: 'evidence' must map names to keywords and patterns")
     out = []
@@ -226,12 +264,33 @@ def _evidence(node: object, path: str) -> tuple[Evidence, ...]:
     return tuple(out)
 
 
+# next to the modules in every install, as the catalog (importlib.resources costs 10-20 ms)
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DATA_FILE = "explain-patterns.yaml"
+COMPILED = DATA_DIR / "explain-patterns.pickle"
+RECORDS: tuple[type, ...] = (Table, Pattern, Evidence)
+
+
 @functools.cache
 def table() -> Table:
-    """The shipped patterns, loaded once."""
-    # next to the modules in every install, as the catalog (importlib.resources costs 10-20 ms)
-    path = Path(__file__).resolve().parent.parent / "data" / "explain-patterns.yaml"
-    return _load(path.read_text(encoding="utf-8"), "explain-patterns.yaml")
+    """The shipped patterns, loaded once: the compiled table (``envfactory/compiled.py``)
+    while it was made from this very file, else the YAML (every pattern checked)."""
+    from envfactory import compiled
+
+    texts = {DATA_FILE: (DATA_DIR / DATA_FILE).read_bytes()}
+    loaded = compiled.read(COMPILED, texts, RECORDS)
+    if isinstance(loaded, Table):
+        return loaded
+    return _load(texts[DATA_FILE].decode("utf-8"), DATA_FILE)
+
+
+def compiled_form() -> tuple[Path, bytes]:
+    """``data/explain-patterns.pickle`` and the bytes it should hold, from a checked load."""
+    from envfactory import compiled
+
+    texts = {DATA_FILE: (DATA_DIR / DATA_FILE).read_bytes()}
+    rules = _load(texts[DATA_FILE].decode("utf-8"), DATA_FILE)
+    return COMPILED, compiled.dumps(rules, texts, RECORDS)
 
 
 def patterns() -> tuple[Pattern, ...]:
@@ -255,7 +314,7 @@ def _windows(line: str) -> Iterator[str]:
         yield line[start : start + WINDOW]
 
 
-def _first(regexes: Sequence[re.Pattern[str]], text: str) -> re.Match[str] | None:
+def _first(regexes: Sequence[Regex], text: str) -> re.Match[str] | None:
     for regex in regexes:
         match = regex.search(text)
         if match:
