@@ -63,20 +63,21 @@ def main() -> None:
     logs = load_corpus(args.corpus)
     tuning = [log for log in logs if not log.held_out]
     report("tuning logs (spent held-back logs included)", score(tuning))
-    spent = [log for log in tuning if log.spent]
-    if spent:
-        report(
+    spent_sets = (
+        (
             "of which the spent held-back logs (stop 15, unseen: 22/27 = 81.5%, 1 of 6 flagged; "
             "tuned on since)",
-            score(spent),
-        )
-    spent_2 = [log for log in tuning if log.spent_2]
-    if spent_2:
-        report(
+            [log for log in tuning if log.spent],
+        ),
+        (
             "of which the second spent held-back set (2026-12-01, unseen: 23/30 = 76.7%, 0 of 9 "
             "flagged; tuned on since)",
-            score(spent_2),
-        )
+            [log for log in tuning if log.spent_2],
+        ),
+    )
+    for title, group in spent_sets:
+        if group:
+            report(title, score(group))
     held = [log for log in logs if log.held_out]
     if held:
         report("held-back logs (never used for tuning)", score(held))

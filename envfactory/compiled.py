@@ -21,9 +21,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import pickle
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
 
 MAGIC = b"envfactory compiled data v1"
 REGENERATE = "scripts/compile-data"
@@ -63,3 +66,30 @@ def dumps(value: object, texts: Mapping[str, bytes], records: Sequence[type]) ->
     """The file's bytes: the text header, then the records (pickle protocol 5; the same
     records give the same bytes whatever the hash seed)."""
     return _header(fingerprint(texts, records)) + pickle.dumps(value, protocol=5)
+
+
+@dataclass(frozen=True)
+class CompiledData(Generic[T]):
+    """One compiled file: where it lives, the YAML files it caches, the record classes it
+    holds, the type of what it holds, and the checked loader of those files (given their
+    bytes by name)."""
+
+    path: Path
+    sources: tuple[Path, ...]
+    records: tuple[type, ...]
+    kind: type[T]
+    load_yaml: Callable[[Mapping[str, bytes]], T]
+
+    def _texts(self) -> dict[str, bytes]:
+        return {source.name: source.read_bytes() for source in self.sources}
+
+    def load(self) -> T:
+        """The compiled records while they were made from these very files, else the YAML."""
+        texts = self._texts()
+        value = read(self.path, texts, self.records)
+        return value if isinstance(value, self.kind) else self.load_yaml(texts)
+
+    def form(self) -> tuple[Path, bytes]:
+        """The file and the bytes it should hold, from a fresh, fully checked load."""
+        texts = self._texts()
+        return self.path, dumps(self.load_yaml(texts), texts, self.records)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from envfactory.compiled import CompiledData
 from envfactory.errors import CatalogError, UserInputError, nearest
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -116,26 +118,19 @@ def load_table(text: str, path: str) -> tuple[GpuModel, ...]:
     return tuple(models)
 
 
+def _load_yaml(texts: Mapping[str, bytes]) -> tuple[GpuModel, ...]:
+    return load_table(texts[DATA_FILE].decode("utf-8"), DATA_FILE)
+
+
+DATA = CompiledData(COMPILED, (DATA_DIR / DATA_FILE,), RECORDS, tuple, _load_yaml)
+compiled_form = DATA.form  # data/gpus.pickle and what it should hold (scripts/compile-data)
+
+
 @functools.cache
 def gpu_table() -> tuple[GpuModel, ...]:
     """Every named GPU in the shipped table, in file order: the compiled rows
     (``envfactory/compiled.py``) while they were made from this very file, else the YAML."""
-    from envfactory import compiled
-
-    texts = {DATA_FILE: (DATA_DIR / DATA_FILE).read_bytes()}
-    table = compiled.read(COMPILED, texts, RECORDS)
-    if isinstance(table, tuple) and all(isinstance(m, GpuModel) for m in table):
-        return table
-    return load_table(texts[DATA_FILE].decode("utf-8"), DATA_FILE)
-
-
-def compiled_form() -> tuple[Path, bytes]:
-    """``data/gpus.pickle`` and the bytes it should hold, from a fresh, fully checked load."""
-    from envfactory import compiled
-
-    texts = {DATA_FILE: (DATA_DIR / DATA_FILE).read_bytes()}
-    rows = load_table(texts[DATA_FILE].decode("utf-8"), DATA_FILE)
-    return COMPILED, compiled.dumps(rows, texts, RECORDS)
+    return DATA.load()
 
 
 def resolve_gpu(name: str, table: tuple[GpuModel, ...] | None = None) -> GpuMatch:

@@ -34,6 +34,7 @@ from envfactory.catalog.model import (
     Uncovered,
     os_of,
 )
+from envfactory.compiled import CompiledData
 from envfactory.errors import CatalogError, did_you_mean
 
 if TYPE_CHECKING:
@@ -473,8 +474,14 @@ RECORDS: tuple[type, ...] = (
 )
 
 
-def _texts() -> dict[str, bytes]:
-    return {name: (DATA_DIR / name).read_bytes() for name in DATA_FILES}
+DATA = CompiledData(
+    COMPILED,
+    tuple(DATA_DIR / name for name in DATA_FILES),
+    RECORDS,
+    Catalog,
+    lambda texts: load_from_texts(texts, str(DATA_DIR)),
+)
+compiled_form = DATA.form  # data/catalog.pickle and what it should hold (scripts/compile-data)
 
 
 @functools.cache
@@ -482,18 +489,4 @@ def load_catalog() -> Catalog:
     """The catalog shipped inside the package, loaded once per process: the compiled records
     (``envfactory/compiled.py``) while they were made from these very data files, else the
     YAML."""
-    from envfactory import compiled
-
-    texts = _texts()
-    catalog = compiled.read(COMPILED, texts, RECORDS)
-    if not isinstance(catalog, Catalog):
-        catalog = load_from_texts(texts, str(DATA_DIR))
-    return catalog
-
-
-def compiled_form() -> tuple[Path, bytes]:
-    """``data/catalog.pickle`` and the bytes it should hold, from a fresh, fully checked load."""
-    from envfactory import compiled
-
-    texts = _texts()
-    return COMPILED, compiled.dumps(load_from_texts(texts, str(DATA_DIR)), texts, RECORDS)
+    return DATA.load()

@@ -12,11 +12,12 @@ from __future__ import annotations
 import codecs
 import functools
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
+from envfactory.compiled import CompiledData
 from envfactory.errors import CatalogError, UserInputError
 
 if TYPE_CHECKING:
@@ -271,26 +272,19 @@ COMPILED = DATA_DIR / "explain-patterns.pickle"
 RECORDS: tuple[type, ...] = (Table, Pattern, Evidence)
 
 
+def _load_yaml(texts: Mapping[str, bytes]) -> Table:
+    return _load(texts[DATA_FILE].decode("utf-8"), DATA_FILE)
+
+
+DATA = CompiledData(COMPILED, (DATA_DIR / DATA_FILE,), RECORDS, Table, _load_yaml)
+compiled_form = DATA.form  # data/explain-patterns.pickle and what it should hold
+
+
 @functools.cache
 def table() -> Table:
     """The shipped patterns, loaded once: the compiled table (``envfactory/compiled.py``)
     while it was made from this very file, else the YAML (every pattern checked)."""
-    from envfactory import compiled
-
-    texts = {DATA_FILE: (DATA_DIR / DATA_FILE).read_bytes()}
-    loaded = compiled.read(COMPILED, texts, RECORDS)
-    if isinstance(loaded, Table):
-        return loaded
-    return _load(texts[DATA_FILE].decode("utf-8"), DATA_FILE)
-
-
-def compiled_form() -> tuple[Path, bytes]:
-    """``data/explain-patterns.pickle`` and the bytes it should hold, from a checked load."""
-    from envfactory import compiled
-
-    texts = {DATA_FILE: (DATA_DIR / DATA_FILE).read_bytes()}
-    rules = _load(texts[DATA_FILE].decode("utf-8"), DATA_FILE)
-    return COMPILED, compiled.dumps(rules, texts, RECORDS)
+    return DATA.load()
 
 
 def patterns() -> tuple[Pattern, ...]:
