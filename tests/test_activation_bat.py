@@ -439,3 +439,25 @@ def test_bat_matches_the_reference_on_random_paths(
         check(s, r)
         assert set(r.codes) == {0}, stderr
         assert r.snaps[-1] == r.snaps[0]
+
+
+def test_the_wine_driver_runs_again_once_after_wines_start_up_glitch(
+    wine: WinePrefix, tmp_path: Path
+) -> None:
+    """tests/shells/wine.py: when wine's cmd could not start a program ("Can't recognize
+    '...'", seen once under load for an existing python.exe) the driver runs the whole session
+    once more; the second run's result is the one returned. A script stands in for the glitch:
+    the first time it prints wine's line and fails, then it sets a variable."""
+    script = tmp_path / "flaky.bat"
+    script.write_bytes(
+        b'@if exist "%~dp0seen" goto ok\r\n'
+        b'@type nul > "%~dp0seen"\r\n'
+        b"@>&2 echo Can't recognize 'C:\\x\\python.exe' -I -S\r\n"
+        b"@exit /b 1\r\n"
+        b":ok\r\n"
+        b"@set FLAKY=ok\r\n"
+    )
+    (result,), _ = run_cmd_sessions(wine, [([Source(script), Snap()], {})], tmp_path / "s")
+    assert (tmp_path / "seen").exists()
+    assert result.codes == [0]
+    assert result.snaps[0].get("FLAKY") == "ok"
