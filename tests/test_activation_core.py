@@ -23,11 +23,14 @@ from envfactory.activation.plan import (
     CORE_RELPATH,
     LAUNCHER,
     activation_scripts,
+    failed_line,
     install_activation,
     is_foreign_cuda,
     plan_for,
 )
 from envfactory.catalog.loader import load_catalog
+
+CORE_DIR = CORE_RELPATH.rsplit("/", 1)[0]
 
 Env = dict[str, str]
 
@@ -340,7 +343,8 @@ def test_emitters_refuse_values_their_shell_cannot_carry(shell: str, value: str,
 def test_a_refusal_prints_one_line_and_no_edits(tmp_path: Path) -> None:
     install_activation(tmp_path, load_catalog().combo("tf114-cuda100"), "linux-64")
     env = {"PATH": "/usr/bin\n:/usr/local/cuda/bin", "CONDA_PREFIX": str(tmp_path)}
-    argv = [sys.executable, "-I", "-S", "-c", LAUNCHER, str((tmp_path / CORE_RELPATH).parent)]
+    failed = failed_line("activate", "tf114-cuda100")
+    argv = [sys.executable, "-I", "-S", "-c", LAUNCHER, failed, str(tmp_path / CORE_DIR)]
     proc = subprocess.run(
         [*argv, "activate", "csh", "tf114-cuda100"],
         env=env,
@@ -350,6 +354,44 @@ def test_a_refusal_prints_one_line_and_no_edits(tmp_path: Path) -> None:
     assert proc.returncode == 1 and proc.stdout == b""
     assert proc.stderr.decode().count("\n") == 1
     assert "csh cannot hold a line break (in PATH); nothing was changed" in proc.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("damage", "error"),
+    [
+        ("def broken(:\n", "SyntaxError"),
+        ("raise RuntimeError('a bug')\n", "RuntimeError"),
+        (None, "ModuleNotFoundError"),
+    ],
+    ids=["syntax", "bug", "missing"],
+)
+def test_a_core_that_cannot_run_gives_one_line_and_no_edits(
+    tmp_path: Path, damage: str | None, error: str
+) -> None:
+    """The launcher's hook: a damaged or missing activation.py is one line naming the failure
+    (no traceback), exit 1, nothing on stdout for the stub to apply."""
+    install_activation(tmp_path, load_catalog().combo("tf114-cuda100"), "linux-64")
+    core_file = tmp_path / CORE_RELPATH
+    if damage is None:
+        core_file.unlink()
+    else:
+        core_file.write_text(damage, encoding="utf-8")
+    failed = failed_line("activate", "tf114-cuda100")
+    argv = [sys.executable, "-I", "-S", "-c", LAUNCHER, failed, str(tmp_path / CORE_DIR)]
+    proc = subprocess.run(
+        [*argv, "activate", "sh", "tf114-cuda100"],
+        env={"PATH": "/usr/bin", "CONDA_PREFIX": str(tmp_path)},
+        capture_output=True,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (1, b"")
+    assert proc.stderr.decode() == failed + error + "\n"
+
+
+def test_the_launcher_fits_every_shells_quoting() -> None:
+    """It is pasted into the .bat inside double quotes and into the .ps1 inside single ones."""
+    assert not set(LAUNCHER) & set("\"'%!^&|<>`$")
+    assert not set(failed_line("deactivate", "tf114-cuda100")) & set("\"'%!^&|<>`$")
 
 
 @pytest.mark.parametrize("name", ["tf114-cuda100", "tf210-cuda112", "tf215-cuda122"])

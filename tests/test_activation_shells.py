@@ -22,6 +22,7 @@ from shells.harness import (
     Step,
     relevant,
     run_session,
+    run_session_stderr,
     shell_env,
 )
 from test_activation_core import apply, entry
@@ -241,3 +242,34 @@ def test_emitted_lines_carry_arbitrary_values_or_are_refused(shell: str, tmp_pat
         }
 
     check()
+
+
+@pytest.mark.parametrize("shell", UNIX_SHELLS)
+@pytest.mark.parametrize("case", ["no-prefix", "no-python", "core-broken"])
+def test_a_stub_that_cannot_activate_says_so_in_one_line_and_changes_nothing(
+    shell: str, case: str, tmp_path: Path
+) -> None:
+    """Fail safe in every shell: without CONDA_PREFIX, without the environment's Python, or
+    with an activation.py that cannot run, the stub prints one line saying why (naming the
+    phase and combo) and leaves the environment as it was."""
+    prefix = tmp_path / "env (x)"
+    install_activation(prefix, load_catalog().combo(COMBO), "linux-64")
+    (prefix / "conda-meta").mkdir()
+    if case != "no-python":
+        link_python(prefix)
+    if case == "core-broken":
+        (prefix / "etc/conda/envfactory/activation.py").write_text("def (:\n", encoding="utf-8")
+    env = shell_env() | {
+        "PATH": "/usr/local/cuda/bin:/usr/bin:/bin",
+        "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
+        "CUDA_PATH": "/usr/local/cuda",
+    }
+    if case != "no-prefix":
+        env["CONDA_PREFIX"] = str(prefix)
+    for phase in ("activate", "deactivate"):
+        steps: list[Step] = [Source(script(prefix, phase, shell)), Snap()]
+        (after,), stderr = run_session_stderr(shell, steps, env, tmp_path / f"{phase}-run")
+        lines = stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("envfactory: "), stderr
+        assert f"{phase} of {COMBO} changed nothing" in lines[0]
+        assert relevant(after) == relevant(env)

@@ -46,12 +46,23 @@ STATE_PREFIX = core.STATE
 # A PATH undo that a deactivate.d left for the next activation (conda's switch order)
 CARRY = core.CARRY
 CORE_RELPATH = "etc/conda/envfactory/activation.py"
-# What the stubs run (``python -I -S -c LAUNCHER DIR OP SHELL COMBO``): importing the core, not
-# running it as a script, lets Python cache its compiled form in DIR/__pycache__.
+# What the stubs run (``python -I -S -c LAUNCHER FAILED DIR OP SHELL COMBO``): importing the
+# core, not running it as a script, lets Python cache its compiled form in DIR/__pycache__.
+# When the core cannot be imported or fails (a damaged activation.py, a bug), the hook prints
+# the one line FAILED plus the exception's name instead of a traceback, exit status 1, and the
+# stub changes nothing. No quotes, '%' or '!' inside: it sits in every shell's quoting as is.
 LAUNCHER = (
-    "import sys; sys.path.insert(0, sys.argv[1]); import activation; "
+    "import sys; m = sys.argv.pop(1); "
+    "sys.excepthook = lambda t, v, b: sys.stderr.write(m + t.__name__ + chr(10)); "
+    "sys.path.insert(0, sys.argv[1]); import activation; "
     "sys.exit(activation.main(sys.argv[2:]))"
 )
+
+
+def failed_line(phase: str, combo: str) -> str:
+    """The line a stub prints when its Python cannot run the core (the exception's name
+    follows)."""
+    return f"envfactory: activation.py failed, so {phase} of {combo} changed nothing: "
 _PRINTABLE_LINE = re.compile(r"[^\x00-\x1f\x7f]*")
 
 
@@ -252,6 +263,7 @@ def _context(plan: ActivationPlan, phase: str, shell: Shell) -> dict[str, Any]:
         "core_relpath": CORE_RELPATH,
         "core_dir": CORE_RELPATH.rsplit("/", 1)[0],
         "launcher": LAUNCHER,
+        "failed": failed_line(phase, plan.combo),
     }
 
 

@@ -124,7 +124,18 @@ def parse_env(data: bytes) -> dict[str, str]:
 def run_session(
     shell: str, steps: Sequence[Step], env: Mapping[str, str], workdir: Path
 ) -> list[dict[str, str]]:
-    """Run ``steps`` in one ``shell`` process started with exactly ``env``; one dict per Snap."""
+    """Run ``steps`` in one ``shell`` process started with exactly ``env``; one dict per Snap.
+    Anything on stderr fails the test."""
+    snaps, stderr = run_session_stderr(shell, steps, env, workdir)
+    if stderr.strip():
+        raise AssertionError(f"{shell} wrote to stderr:\n{stderr}")
+    return snaps
+
+
+def run_session_stderr(
+    shell: str, steps: Sequence[Step], env: Mapping[str, str], workdir: Path
+) -> tuple[list[dict[str, str]], str]:
+    """``run_session``, returning what the session wrote to stderr as well."""
     workdir.mkdir(parents=True, exist_ok=True)
     snaps: list[Path] = []
     lines = []
@@ -144,11 +155,10 @@ def run_session(
         check=False,
         cwd=workdir,
     )
-    if proc.returncode != 0 or proc.stderr.strip():
-        raise AssertionError(
-            f"{shell} failed (rc {proc.returncode}):\n{proc.stderr.decode(errors='replace')}"
-        )
-    return [parse_env(s.read_bytes()) for s in snaps]
+    stderr = proc.stderr.decode(errors="replace")
+    if proc.returncode != 0:
+        raise AssertionError(f"{shell} failed (rc {proc.returncode}):\n{stderr}")
+    return [parse_env(s.read_bytes()) for s in snaps], stderr
 
 
 RELEVANT_PREFIXES = ("_ENVFACTORY_", "CUDA_", "CONDA_")

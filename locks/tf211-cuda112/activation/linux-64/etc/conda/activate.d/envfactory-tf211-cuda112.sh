@@ -7,8 +7,8 @@ if [ -z "${CONDA_PREFIX:-}" ]; then
     echo "envfactory: CONDA_PREFIX is not set; activate of tf211-cuda112 changed nothing" >&2
 elif [ ! -x "$CONDA_PREFIX/bin/python" ]; then
     echo "envfactory: no $CONDA_PREFIX/bin/python; activate of tf211-cuda112 changed nothing" >&2
-elif _envfactory_edits=$("$CONDA_PREFIX/bin/python" -I -S -c 'import sys; sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))' \
-        "$CONDA_PREFIX"/'etc/conda/envfactory' activate sh 'tf211-cuda112'); then
+elif _envfactory_edits=$("$CONDA_PREFIX/bin/python" -I -S -c 'import sys; m = sys.argv.pop(1); sys.excepthook = lambda t, v, b: sys.stderr.write(m + t.__name__ + chr(10)); sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))' \
+        'envfactory: activation.py failed, so activate of tf211-cuda112 changed nothing: ' "$CONDA_PREFIX"/'etc/conda/envfactory' activate sh 'tf211-cuda112'); then
     eval "$_envfactory_edits"
 fi
 unset _envfactory_edits

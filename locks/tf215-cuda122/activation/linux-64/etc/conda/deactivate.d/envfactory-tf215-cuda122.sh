@@ -7,8 +7,8 @@ if [ -z "${CONDA_PREFIX:-}" ]; then
     echo "envfactory: CONDA_PREFIX is not set; deactivate of tf215-cuda122 changed nothing" >&2
 elif [ ! -x "$CONDA_PREFIX/bin/python" ]; then
     echo "envfactory: no $CONDA_PREFIX/bin/python; deactivate of tf215-cuda122 changed nothing" >&2
-elif _envfactory_edits=$("$CONDA_PREFIX/bin/python" -I -S -c 'import sys; sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))' \
-        "$CONDA_PREFIX"/'etc/conda/envfactory' deactivate sh 'tf215-cuda122'); then
+elif _envfactory_edits=$("$CONDA_PREFIX/bin/python" -I -S -c 'import sys; m = sys.argv.pop(1); sys.excepthook = lambda t, v, b: sys.stderr.write(m + t.__name__ + chr(10)); sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))' \
+        'envfactory: activation.py failed, so deactivate of tf215-cuda122 changed nothing: ' "$CONDA_PREFIX"/'etc/conda/envfactory' deactivate sh 'tf215-cuda122'); then
     eval "$_envfactory_edits"
 fi
 unset _envfactory_edits

@@ -3,16 +3,23 @@
 # The environment's own Python runs etc/conda/envfactory/activation.py (the activation algorithm,
 # docs/activation.md), which writes the edits as setenv/unsetenv lines to a temporary file
 # that is then sourced (eval would run backquotes inside the values); when it cannot, it says
-# why and writes none, and nothing changes.
+# why and writes none, and nothing changes. Messages go to /dev/stderr with `>>`: csh cannot
+# redirect a builtin's output to stderr otherwise, and `>` would truncate a log file stderr
+# points to.
 if ( ! $?CONDA_PREFIX ) then
-    echo "envfactory: CONDA_PREFIX is not set; deactivate of tf221-cuda125 changed nothing"
-else if ( ! -x "$CONDA_PREFIX"/bin/python ) then
-    echo "envfactory: no python in the environment; deactivate of tf221-cuda125 changed nothing"
+    echo "envfactory: CONDA_PREFIX is not set; deactivate of tf221-cuda125 changed nothing" >> /dev/stderr
 else
-    set _envfactory_edits = "`mktemp`"
-    "$CONDA_PREFIX"/bin/python -I -S -c 'import sys; sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))' "$CONDA_PREFIX"/'etc/conda/envfactory' \
-        deactivate csh 'tf221-cuda125' > "$_envfactory_edits"
-    if ( $status == 0 ) source "$_envfactory_edits"
-    rm -f "$_envfactory_edits"
-    unset _envfactory_edits
+    # nested, not `else if`: csh substitutes $CONDA_PREFIX in an `else if` line even when the
+    # first test held, and stops with "Undefined variable"
+    if ( ! -x "$CONDA_PREFIX"/bin/python ) then
+        echo "envfactory: no python in the environment; deactivate of tf221-cuda125 changed nothing" >> /dev/stderr
+    else
+        set _envfactory_edits = "`mktemp`"
+        "$CONDA_PREFIX"/bin/python -I -S -c 'import sys; m = sys.argv.pop(1); sys.excepthook = lambda t, v, b: sys.stderr.write(m + t.__name__ + chr(10)); sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))' 'envfactory: activation.py failed, so deactivate of tf221-cuda125 changed nothing: ' \
+            "$CONDA_PREFIX"/'etc/conda/envfactory' \
+            deactivate csh 'tf221-cuda125' > "$_envfactory_edits"
+        if ( $status == 0 ) source "$_envfactory_edits"
+        rm -f "$_envfactory_edits"
+        unset _envfactory_edits
+    endif
 endif

@@ -16,8 +16,9 @@ def _envfactory_run():
         print("envfactory: no Python in CONDA_PREFIX; deactivate of tf221-cuda125 changed nothing", file=__import__("sys").stderr)
         return
     core = os.path.join(prefix, *['etc', 'conda', 'envfactory'])
-    launcher = 'import sys; sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))'
-    argv = [python, "-I", "-S", "-c", launcher, core, "deactivate", "xonsh", 'tf221-cuda125']
+    launcher = 'import sys; m = sys.argv.pop(1); sys.excepthook = lambda t, v, b: sys.stderr.write(m + t.__name__ + chr(10)); sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))'
+    failed = 'envfactory: activation.py failed, so deactivate of tf221-cuda125 changed nothing: '
+    argv = [python, "-I", "-S", "-c", launcher, failed, core, "deactivate", "xonsh", 'tf221-cuda125']
     proc = subprocess.run(argv, env=${...}.detype(), stdout=subprocess.PIPE)
     if proc.returncode == 0:
         for name, value in json.loads(proc.stdout.decode("ascii")).items():

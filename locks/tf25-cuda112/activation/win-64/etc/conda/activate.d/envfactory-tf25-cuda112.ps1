@@ -9,7 +9,7 @@ if (-not $Env:CONDA_PREFIX) {
 } elseif (-not (Test-Path -LiteralPath (Join-Path $Env:CONDA_PREFIX 'python.exe') -PathType Leaf)) {
     Write-Warning 'envfactory: no python.exe in the environment; activate of tf25-cuda112 changed nothing'
 } else {
-    $EnvfactoryEdits = & (Join-Path $Env:CONDA_PREFIX 'python.exe') -I -S -c 'import sys; sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))' (Join-Path $PSScriptRoot '..\envfactory') 'activate' 'powershell' 'tf25-cuda112'
+    $EnvfactoryEdits = & (Join-Path $Env:CONDA_PREFIX 'python.exe') -I -S -c 'import sys; m = sys.argv.pop(1); sys.excepthook = lambda t, v, b: sys.stderr.write(m + t.__name__ + chr(10)); sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))' 'envfactory: activation.py failed, so activate of tf25-cuda112 changed nothing: ' (Join-Path $PSScriptRoot '..\envfactory') 'activate' 'powershell' 'tf25-cuda112'
     if ($LASTEXITCODE -eq 0 -and $EnvfactoryEdits) {
         Invoke-Expression ($EnvfactoryEdits -join "`n")
     }

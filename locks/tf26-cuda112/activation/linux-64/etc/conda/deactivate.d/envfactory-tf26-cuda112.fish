@@ -8,6 +8,6 @@ if not set -q CONDA_PREFIX
 else if not test -x "$CONDA_PREFIX/bin/python"
     echo "envfactory: no $CONDA_PREFIX/bin/python; deactivate of tf26-cuda112 changed nothing" >&2
 else
-    "$CONDA_PREFIX/bin/python" -I -S -c 'import sys; sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))' \
+    "$CONDA_PREFIX/bin/python" -I -S -c 'import sys; m = sys.argv.pop(1); sys.excepthook = lambda t, v, b: sys.stderr.write(m + t.__name__ + chr(10)); sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))' 'envfactory: activation.py failed, so deactivate of tf26-cuda112 changed nothing: ' \
         "$CONDA_PREFIX"/'etc/conda/envfactory' deactivate fish 'tf26-cuda112' | source
 end

@@ -3,14 +3,17 @@
 @REM The environment's own python.exe runs ..\envfactory\activation.py (the activation
 @REM algorithm, docs/activation.md), which writes the edits as `@set NAME=VALUE` lines to a
 @REM temporary pure-ASCII .bat that this script CALLs and deletes; when it cannot, it says why,
-@REM leaves that .bat empty and exits 1, and nothing changes; no .bat at all: python.exe failed
-@REM before (a missing DLL exits with a negative errorlevel, which `if errorlevel 1` misses).
+@REM leaves that .bat empty and exits 1, and nothing changes; no .bat and errorlevel 1: the
+@REM core could not run and Python printed one line saying so; no .bat and another errorlevel:
+@REM python.exe itself failed (a missing DLL exits with a negative one, which `if errorlevel 1`
+@REM misses).
 @REM _EFY_D: 1 when delayed expansion is on.
 @if "!!"=="" (set "_EFY_D=1") else (set "_EFY_D=0")
 @if not defined CONDA_PREFIX goto efy_noprefix
 @if not exist "%CONDA_PREFIX%\python.exe" goto efy_nopython
 @set "_EFY_T=%TEMP%\envfactory-%RANDOM%-%RANDOM%-%RANDOM%.bat"
-@"%CONDA_PREFIX%\python.exe" -I -S -c "import sys; sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))" "%~dp0..\envfactory" activate cmd tf26-cuda112 "%_EFY_T%" %_EFY_D%
+@"%CONDA_PREFIX%\python.exe" -I -S -c "import sys; m = sys.argv.pop(1); sys.excepthook = lambda t, v, b: sys.stderr.write(m + t.__name__ + chr(10)); sys.path.insert(0, sys.argv[1]); import activation; sys.exit(activation.main(sys.argv[2:]))" "envfactory: activation.py failed, so activate of tf26-cuda112 changed nothing: " "%~dp0..\envfactory" activate cmd tf26-cuda112 "%_EFY_T%" %_EFY_D%
+@if not exist "%_EFY_T%" if errorlevel 1 goto efy_failed
 @if not exist "%_EFY_T%" goto efy_broken
 @if errorlevel 1 goto efy_failed
 @call "%_EFY_T%"
