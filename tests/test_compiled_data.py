@@ -36,7 +36,7 @@ OWNERS = (loader, gpus, explain)
 
 def test_committed_files_are_what_the_yaml_gives() -> None:
     for owner in OWNERS:
-        path, fresh = owner.compiled_form()
+        path, fresh = owner.DATA.form()
         assert path.read_bytes() == fresh, f"{path.name} is stale: {REGENERATE}"
 
 
@@ -75,7 +75,7 @@ def test_bytes_do_not_depend_on_the_hash_seed(seed: str) -> None:
         "from envfactory.catalog import gpus, loader\n"
         "from envfactory.diagnose import explain\n"
         "for owner in (loader, gpus, explain):\n"
-        "    path, data = owner.compiled_form()\n"
+        "    path, data = owner.DATA.form()\n"
         "    print(path.name, hashlib.sha256(data).hexdigest())\n"
     )
     out = subprocess.run(

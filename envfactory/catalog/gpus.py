@@ -123,7 +123,6 @@ def _load_yaml(texts: Mapping[str, bytes]) -> tuple[GpuModel, ...]:
 
 
 DATA = CompiledData(COMPILED, (DATA_DIR / DATA_FILE,), RECORDS, tuple, _load_yaml)
-compiled_form = DATA.form  # data/gpus.pickle and what it should hold (scripts/compile-data)
 
 
 @functools.cache

@@ -481,7 +481,6 @@ DATA = CompiledData(
     Catalog,
     lambda texts: load_from_texts(texts, str(DATA_DIR)),
 )
-compiled_form = DATA.form  # data/catalog.pickle and what it should hold (scripts/compile-data)
 
 
 @functools.cache

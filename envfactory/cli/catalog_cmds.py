@@ -57,7 +57,9 @@ def list_combos(
             )
         )
     header = ("combo", "TF", "CUDA", "cuDNN", "python", "linux-64", "win-64", "notes")
-    sys.stdout.write("".join(f"{line}\n" for line in columns(header, table)))
+    out = stdout_console()
+    for line in columns(header, table):
+        out.print(line)
     return EXIT_OK
 
 

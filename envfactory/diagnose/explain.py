@@ -277,7 +277,6 @@ def _load_yaml(texts: Mapping[str, bytes]) -> Table:
 
 
 DATA = CompiledData(COMPILED, (DATA_DIR / DATA_FILE,), RECORDS, Table, _load_yaml)
-compiled_form = DATA.form  # data/explain-patterns.pickle and what it should hold
 
 
 @functools.cache
