@@ -12,8 +12,9 @@ model makes it stale, and the owner loads the YAML again, with its ``file:line``
 The owners: ``catalog/loader.py`` (``data/catalog.pickle``), ``catalog/gpus.py``
 (``data/gpus.pickle``) and ``diagnose/explain.py`` (``data/explain-patterns.pickle``), each
 through its ``DATA`` (a ``CompiledData``). The files are package data, installed with the
-modules and as trusted as they are, and are never written outside the source tree: ``scripts/compile-data`` rewrites them,
-and tests/test_compiled_data.py holds them to a fresh load of the YAML.
+modules and as trusted as they are, and are never written outside the source tree:
+``scripts/compile-data`` rewrites them, and tests/test_compiled_data.py holds them to a fresh
+load of the YAML.
 """
 
 from __future__ import annotations
