@@ -24,7 +24,13 @@ import pytest
 from crafted import Crafted, crafted_lock, write_crafted, write_lock
 
 from envfactory.build.checks import LockedPackage
-from envfactory.build.create import check_installed, check_pip_packages, create_environment
+from envfactory.build.create import (
+    _to_the_end,
+    cache_inodes,
+    check_installed,
+    check_pip_packages,
+    create_environment,
+)
 from envfactory.build.pkgcache import STAGING, CacheLocation, PackageCache, UnsafePackage
 from envfactory.build.verify import verify_environment
 from envfactory.errors import ToolError, UserInputError
@@ -509,12 +515,18 @@ def _replace(path: Path, data: bytes) -> None:
         ("foreign-source", "linked from /elsewhere, not from the checked cache entry"),
     ],
 )
+@pytest.mark.parametrize(
+    "walked", [False, True], ids=["entries-walked-here", "walked-while-linking"]
+)
 def test_check_installed_finds_what_differs_from_paths_json(
-    tmp_path: Path, case: str, words: str
+    tmp_path: Path, case: str, words: str, walked: bool
 ) -> None:
     """The check after linking, on an environment changed after the fact: each way an
-    installed file can differ from the package's paths.json is an error naming the file."""
+    installed file can differ from the package's paths.json is an error naming the file; the
+    same when the cache entries' inodes were walked beforehand (create does it while rattler
+    links)."""
     env, sources = _linked_env(tmp_path)
+    inodes = cache_inodes(sorted(sources), env.stat().st_dev) if walked else None
     if case == "altered":
         _replace(env / "share/l/a.txt", b"A\n")
     elif case == "resized":
@@ -540,5 +552,38 @@ def test_check_installed_finds_what_differs_from_paths_json(
         doc["extracted_package_dir"] = "/elsewhere"
         record.write_text(json.dumps(doc), encoding="utf-8")
     with pytest.raises((ToolError, UnsafePackage)) as info:
-        check_installed(env, sources)
+        check_installed(env, sources, inodes)
     assert words in info.value.message
+
+
+def test_the_entries_walked_while_linking_are_what_the_check_walks(tmp_path: Path) -> None:
+    env, sources = _linked_env(tmp_path)
+    (source,) = sources
+    inodes = cache_inodes([source], env.stat().st_dev)
+    files = [p for p in Path(source).rglob("*") if p.is_file() and not p.is_symlink()]
+    assert inodes == {source: {p.stat().st_ino for p in files}}
+    assert len(files) >= 4  # the three files and info/
+    # hard links: the prefix's files are those inodes
+    assert (env / "share/l/a.txt").stat().st_ino in inodes[source]
+    check_installed(env, sources, inodes)
+    # an entry on another device is never hard-linked: no inodes to accept
+    assert cache_inodes([source], env.stat().st_dev + 1) == {source: set()}
+
+
+def test_work_is_waited_for_when_what_runs_meanwhile_fails(tmp_path: Path) -> None:
+    """The link thread is never left writing after create failed: an error of the work done
+    meanwhile (walking the cache entries) is raised once the link has ended."""
+    import time
+
+    done = tmp_path / "linked"
+
+    def work() -> None:
+        time.sleep(0.3)
+        done.write_text("x", encoding="utf-8")
+
+    def meanwhile() -> None:
+        raise OSError("entry gone")
+
+    with pytest.raises(OSError, match="entry gone"):
+        _to_the_end(work, meanwhile)
+    assert done.is_file()

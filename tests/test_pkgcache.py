@@ -347,7 +347,10 @@ def test_extraction_runs_on_a_pool_of_about_the_core_count(tmp_path: Path) -> No
 
 
 _PATH_PARTS = st.sampled_from(
-    ["lib", "a.txt", ".", "..", "", "/", "\\", "C:", "x\n", "\t", "\x00", "\x1f", "...", "b c"]
+    [
+        *("lib", "a.txt", ".", "..", "", "/", "\\", "C:", "c:", "1:", "x\n", "\t", "\x00", "\x1f"),
+        *("\r", "\x0b", "...", "b c", ".a", "a.", "..b", "./", "/.", ":", "\x7f", "\u00e9"),
+    ]
 )
 
 

@@ -40,7 +40,7 @@ import stat
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -207,9 +207,11 @@ def _signals_interrupt() -> Iterator[None]:
             signal.signal(s, h)
 
 
-def _to_the_end(work: Callable[[], None]) -> None:
+def _to_the_end(work: Callable[[], None], meanwhile: Callable[[], None] | None = None) -> None:
     """Run ``work`` in a thread and wait for it even when interrupted, so nothing writes into
-    a directory after the caller removed it; the interrupt is raised afterwards."""
+    a directory after the caller removed it; the interrupt is raised afterwards. ``meanwhile``
+    runs in this thread while ``work`` does (rattler links without holding the GIL); when it
+    fails, ``work`` is still waited for before its error is raised."""
     failure: list[BaseException] = []
 
     def target() -> None:
@@ -221,6 +223,11 @@ def _to_the_end(work: Callable[[], None]) -> None:
     thread = threading.Thread(target=target, name="envfactory-link")
     thread.start()
     interrupted: BaseException | None = None
+    if meanwhile is not None:
+        try:
+            meanwhile()
+        except BaseException as exc:
+            interrupted = exc
     while thread.is_alive():
         try:
             thread.join()
@@ -301,12 +308,17 @@ def create_environment(
                 check_no_write_through_links(found)
                 hits = sum(1 for c in lease if c.outcome == "cached")
                 say(f"linking {len(conda)} conda packages ({hits} were cached already)")
+                sources = [str(c.directory) for c in lease]
+                inodes: dict[str, set[int]] = {}
+                device = staging.path.stat().st_dev
                 _to_the_end(
                     lambda: rattler_adapter.install(
                         locked, staging.path, target_platform, cache.root, final_prefix=prefix
-                    )
+                    ),
+                    # the entries' side of the post-link check, while rattler links
+                    meanwhile=lambda: inodes.update(cache_inodes(sources, device)),
                 )
-                check_installed(staging.path, {str(c.directory) for c in lease})
+                check_installed(staging.path, set(sources), inodes)
             if wheels:
                 say(f"installing {len(wheels)} pip wheels (hashes checked by pip --require-hashes)")
                 pypi.install_wheels(wheels, staging.path, target_platform, python, glibc)
@@ -334,7 +346,17 @@ def create_environment(
     )
 
 
-def check_installed(prefix: Path, sources: set[str]) -> None:
+def cache_inodes(sources: Sequence[str], device: int) -> dict[str, set[int]]:
+    """The inodes of the regular files of each cache entry in ``sources`` that is on
+    ``device`` (a prefix there can hold hard links to them; elsewhere rattler copies)."""
+    return {
+        src: _file_inodes(src) if Path(src).stat().st_dev == device else set() for src in sources
+    }
+
+
+def check_installed(
+    prefix: Path, sources: set[str], inodes: Mapping[str, set[int]] | None = None
+) -> None:
     """Every file the conda packages installed, against the record rattler wrote from
     ``paths.json``: inside the prefix and under no symlink; a file is the cache's (a hard link to
     a file of the entry it was linked from, checked on its way in) or has the listed sha256 and
@@ -343,7 +365,9 @@ def check_installed(prefix: Path, sources: set[str]) -> None:
 
     The prefix and each cache entry are walked once with ``scandir`` (the kind and inode of
     every entry come with the directory listing), not one ``lstat`` per file and per cache
-    file: this runs on every create, over every file of the environment."""
+    file: this runs on every create, over every file of the environment. ``inodes`` is
+    ``cache_inodes(sources, ...)`` when the caller walked the entries already (create does it
+    while rattler links); an entry missing from it is walked here."""
     from envfactory.build.pkgcache import _digest
 
     records = []
@@ -363,9 +387,12 @@ def check_installed(prefix: Path, sources: set[str]) -> None:
     device = prefix.stat().st_dev
     for record in records:
         what = f"{record['name']} {record['version']} {record['build']}"
-        src = os.fspath(Path(record.get("extracted_package_dir") or ""))
+        source = record.get("extracted_package_dir") or ""
         # the entry's inodes, when the prefix can hold hard links to it at all
-        linked = _file_inodes(src) if Path(src).stat().st_dev == device else set()
+        linked = (inodes or {}).get(source)
+        if linked is None:
+            src = os.fspath(Path(source))
+            linked = _file_inodes(src) if Path(src).stat().st_dev == device else set()
         entries = (record.get("paths_data") or {}).get("paths", [])
         check_all_relative(what, [raw["_path"] for raw in entries])
         for raw in entries:

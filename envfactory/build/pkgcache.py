@@ -68,10 +68,12 @@ PATH_TYPES = frozenset({"hardlink", "softlink", "directory"})
 # check_relative runs once per file of every package: one regex each instead of a loop
 _DRIVE_OR_CONTROL = re.compile(r"\A[A-Za-z]:|[\x00-\x1f]")
 _DOT_COMPONENT = re.compile(r"(?:\A|/)\.{0,2}(?:/|\Z)")  # an empty, '.' or '..' component
-# The same checks over many paths joined by line breaks, in one search (check_all_relative).
-_ANY_UNSAFE = re.compile(
-    r"^/|\\|^[A-Za-z]:|[\x00-\x09\x0b-\x1f]|(?:^|/)\.{0,2}(?:/|$)", re.MULTILINE
-)
+# The same checks over many paths joined by line breaks (check_all_relative): substring tests
+# and searches that start at one literal character, which re finds quickly; one regex with
+# alternatives anchored at every line start took 3x as long (~10^5 paths per TF stack).
+_ANY_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f]")  # every control character but the break
+_ANY_DRIVE = re.compile(r"^[A-Za-z]:", re.MULTILINE)
+_ANY_DOT_COMPONENT = re.compile(r"/\.\.?(?:/|\n)")  # in "\n/" + line + ... + "\n/"
 
 
 class Wanted(Protocol):
@@ -192,8 +194,23 @@ def check_all_relative(what: str, paths: Sequence[str]) -> None:
 
 
 def _all_relative(paths: Sequence[str]) -> bool:
+    """Whether ``check_relative`` passes every path (tests/test_pkgcache.py holds the two to
+    the same verdicts)."""
     joined = "\n".join(paths)
-    return joined.count("\n") == len(paths) - 1 and not _ANY_UNSAFE.search(joined)
+    if joined.count("\n") != len(paths) - 1 or "\\" in joined or _ANY_CONTROL.search(joined):
+        return False  # a path holding a line break, a backslash or a control character
+    framed = f"\n{joined}\n"
+    # absolute, or an empty component: at the start, in the middle, at the end, or all of it
+    if "\n/" in framed or "//" in framed or "/\n" in framed or "\n\n" in framed:
+        return False
+    if ":" in joined and _ANY_DRIVE.search(joined):
+        return False
+    # a '.' or '..' component: with every line led by '/', one that is followed by '/' or ends
+    # its line
+    return not (
+        ("/." in framed or "\n." in framed)
+        and _ANY_DOT_COMPONENT.search(framed.replace("\n", "\n/"))
+    )
 
 
 def check_link_target(what: str, path: str, target: str) -> None:

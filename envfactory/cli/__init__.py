@@ -18,7 +18,6 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from envfactory import __version__
-from envfactory.cli import catalog_cmds, diagnose_cmds, lock_cmds, project_cmds
 from envfactory.cli.output import print_error
 from envfactory.errors import (
     EXIT_BAD_INPUT,
@@ -28,21 +27,37 @@ from envfactory.errors import (
     from_os_error,
 )
 
-app = typer.Typer(
-    name="envfactory",
-    help=(
-        "Reproducible GPU deep-learning conda environments.\n\n"
-        "A catalog of TensorFlow/CUDA/cuDNN/Python combos (every fact with its source) is rendered "
-        "into environment files, solved into per-platform lockfiles, rebuilt into identical "
-        "environments with activation scripts that keep foreign CUDA installs off PATH, and "
-        "checked against a machine's GPU and driver.\n\n"
-        "Exit codes: 0 ok, 1 bad input, 2 solver or tool failure, 3 problems found."
-    ),
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
+# Each top-level command and the module of envfactory.cli that defines it. A command line that
+# names one builds only that module's commands: imports it and has typer turn its functions into
+# click commands, which for all 15 commands took ~10 ms of every start (benchmarks/bench_cli.py).
+# Anything else -- --help, a bare 'envfactory', --version, a mistyped name -- builds them all, so
+# the help lists every command and click can suggest the right one. tests/test_cli_registry.py
+# holds this table to what the modules register and each command's help to the full build's.
+COMMANDS: dict[str, str] = {
+    "list": "catalog_cmds",
+    "show": "catalog_cmds",
+    "render": "catalog_cmds",
+    "lock": "lock_cmds",
+    "create": "lock_cmds",
+    "verify": "lock_cmds",
+    "cache": "lock_cmds",
+    "mirror": "project_cmds",
+    "kernel": "project_cmds",
+    "audit": "diagnose_cmds",
+    "compat": "diagnose_cmds",
+    "doctor": "diagnose_cmds",
+    "explain": "diagnose_cmds",
+    "recommend": "diagnose_cmds",
+}
+MODULES = ("catalog_cmds", "lock_cmds", "project_cmds", "diagnose_cmds")
+
+HELP = (
+    "Reproducible GPU deep-learning conda environments.\n\n"
+    "A catalog of TensorFlow/CUDA/cuDNN/Python combos (every fact with its source) is rendered "
+    "into environment files, solved into per-platform lockfiles, rebuilt into identical "
+    "environments with activation scripts that keep foreign CUDA installs off PATH, and "
+    "checked against a machine's GPU and driver.\n\n"
+    "Exit codes: 0 ok, 1 bad input, 2 solver or tool failure, 3 problems found."
 )
 
 
@@ -52,7 +67,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", help="Print the version and exit.", callback=_version, is_eager=True
@@ -61,16 +75,37 @@ def _root(
     """Reproducible GPU deep-learning conda environments."""
 
 
-catalog_cmds.register(app)
-lock_cmds.register(app)
-project_cmds.register(app)
-diagnose_cmds.register(app)
+def build_app(modules: Sequence[str] = MODULES) -> typer.Typer:
+    """The typer app with the commands of ``modules`` (names in ``MODULES``), in that order."""
+    import importlib
+
+    app = typer.Typer(
+        name="envfactory",
+        help=HELP,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(_root)
+    for name in modules:
+        importlib.import_module(f"envfactory.cli.{name}").register(app)
+    return app
+
+
+def modules_for(args: Sequence[str]) -> tuple[str, ...]:
+    """The command modules a command line needs: the one defining the command it names first,
+    or all of them when it names none (an option first, or an unknown word)."""
+    if args and args[0] in COMMANDS:
+        return (COMMANDS[args[0]],)
+    return MODULES
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code; tests call this directly."""
-    command = typer.main.get_command(app)
     args = list(sys.argv[1:] if argv is None else argv)
+    command = typer.main.get_command(build_app(modules_for(args)))
     try:
         result = command.main(args=args, prog_name="envfactory", standalone_mode=False)
     except EnvfactoryError as exc:
