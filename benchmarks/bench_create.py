@@ -11,7 +11,9 @@ sha256. The default size is the 210-package, 362 MB set of issue 11.
 
 Every figure is a whole process (``python -m envfactory``, ``cp``, ``tar``...), run REPEAT times,
 printed as min / median / max wall seconds, and peak RSS (``wait4``'s ru_maxrss) for create.
-Floors, measured in the same run over the same files:
+Floors, measured in the same run over the same files, each run in turn with the create it is
+compared with (create i, then floor i, then create i + 1), so a slow minute of the machine falls
+on both:
 
 * ``cp -al`` of the created prefix (what a warm create does at best: hard links);
 * parallel extraction of the same archives, one process per core: ``tar -xjf`` for
@@ -104,19 +106,20 @@ def timed(command: Sequence[str], env: dict[str, str] | None = None) -> tuple[fl
     return elapsed, usage.ru_maxrss, usage.ru_utime + usage.ru_stime
 
 
-def series(
+def interleaved(
     repeat: int,
-    prepare: Callable[[int], None],
-    run: Callable[[int], tuple[float, int, float]],
-) -> tuple[Times, list[int]]:
-    times, peaks = Times(), []
+    *steps: tuple[Callable[[int], None], Callable[[int], tuple[float, int, float]]],
+) -> list[tuple[Times, list[int]]]:
+    """``series`` of several (prepare, run) pairs in turns: run i of each, then run i + 1."""
+    out: list[tuple[Times, list[int]]] = [(Times(), []) for _ in steps]
     for i in range(repeat):
-        prepare(i)
-        seconds, peak, cpu = run(i)
-        times.runs.append(seconds)
-        times.cpu.append(cpu)
-        peaks.append(peak)
-    return times, peaks
+        for (prepare, run), (times, peaks) in zip(steps, out, strict=True):
+            prepare(i)
+            seconds, peak, cpu = run(i)
+            times.runs.append(seconds)
+            times.cpu.append(cpu)
+            peaks.append(peak)
+    return out
 
 
 def show(label: str, times: Times, peaks: list[int] | None = None) -> float:
@@ -218,36 +221,28 @@ def bench(root: Path, count: int, total_mb: float, fmt: str, repeat: int) -> lis
             shutil.rmtree(path, ignore_errors=True)
 
     print(f"  {'':<44} {'min':>7} {'median':>7} {'max':>7}")
-    cold_t, cold_p = series(
+    # Cold create and its floors in turns too: create into an empty cache, parallel tar -x
+    # and rattler's extractor of the same archives. The last cold create leaves the cache warm.
+    (cold_t, cold_p), (tar_t, _), (extract_t, _) = interleaved(
         repeat,
-        lambda i: fresh(root / "cold-cache", root / f"cold{i}"),
-        lambda i: timed([*create, str(root / f"cold{i}")], env_for(root / "cold-cache")),
+        (
+            lambda i: fresh(root / "cold-cache", root / f"cold{i}"),
+            lambda i: timed([*create, str(root / f"cold{i}")], env_for(root / "cold-cache")),
+        ),
+        (
+            lambda i: fresh(root / f"x{i}"),
+            lambda i: timed(parallel_extract(archives, root / f"x{i}", fmt)),
+        ),
+        (
+            lambda i: fresh(root / f"x{i}"),
+            lambda i: timed(
+                [python, "-c", EXTRACT_RATTLER, str(root / f"x{i}"), *map(str, archives)]
+            ),
+        ),
     )
     cold = show("create, cold cache", cold_t, cold_p)
-    warm_t, warm_p = series(
-        repeat,
-        lambda i: fresh(root / f"warm{i}"),
-        lambda i: timed([*create, str(root / f"warm{i}")], env_for(root / "cold-cache")),
-    )
-    warm = show("create, warm cache", warm_t, warm_p)
-    cp_t, _ = series(
-        repeat,
-        lambda i: fresh(root / f"cp{i}"),
-        lambda i: timed(["cp", "-al", str(root / "warm0"), str(root / f"cp{i}")]),
-    )
-    cp = show("floor: cp -al of the created prefix", cp_t)
-    tar_t, _ = series(
-        repeat,
-        lambda i: fresh(root / f"x{i}"),
-        lambda i: timed(parallel_extract(archives, root / f"x{i}", fmt)),
-    )
     tar = show(f"floor: parallel extraction ({os.cpu_count()} processes)", tar_t)
     # what create's workers run per archive, without its checks: rattler's extractor alone
-    extract_t, _ = series(
-        repeat,
-        lambda i: fresh(root / f"x{i}"),
-        lambda i: timed([python, "-c", EXTRACT_RATTLER, str(root / f"x{i}"), *map(str, archives)]),
-    )
     extractor = show(f"reference: rattler extractor ({os.cpu_count()} processes)", extract_t)
     records = [
         {
@@ -265,11 +260,25 @@ def bench(root: Path, count: int, total_mb: float, fmt: str, repeat: int) -> lis
     ]
     (root / "records.json").write_text(json.dumps(records))
     rattler_install = [python, "-c", RATTLER_INSTALL, str(root / "records.json")]
-    rattler_t, rattler_p = series(
+    # Warm create and its two floors run in turns (create, cp -al of what it made, rattler's
+    # install), so that a slow minute of this VM falls on all three alike.
+    (warm_t, warm_p), (cp_t, _), (rattler_t, rattler_p) = interleaved(
         repeat,
-        lambda i: fresh(root / f"r{i}"),
-        lambda i: timed([*rattler_install, str(root / f"r{i}"), str(root / "cold-cache")]),
+        (
+            lambda i: fresh(root / f"warm{i}"),
+            lambda i: timed([*create, str(root / f"warm{i}")], env_for(root / "cold-cache")),
+        ),
+        (
+            lambda i: fresh(root / f"cp{i}"),
+            lambda i: timed(["cp", "-al", str(root / f"warm{i}"), str(root / f"cp{i}")]),
+        ),
+        (
+            lambda i: fresh(root / f"r{i}"),
+            lambda i: timed([*rattler_install, str(root / f"r{i}"), str(root / "cold-cache")]),
+        ),
     )
+    warm = show("create, warm cache", warm_t, warm_p)
+    cp = show("floor: cp -al of the created prefix", cp_t)
     rattler = show("floor: py-rattler install, same warm cache", rattler_t, rattler_p)
     for path in root.iterdir():
         if path.name.startswith(("cold", "warm", "cp", "x", "r")) and path.is_dir():
