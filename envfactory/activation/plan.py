@@ -63,6 +63,8 @@ def failed_line(phase: str, combo: str) -> str:
     """The line a stub prints when its Python cannot run the core (the exception's name
     follows)."""
     return f"envfactory: activation.py failed, so {phase} of {combo} changed nothing: "
+
+
 _PRINTABLE_LINE = re.compile(r"[^\x00-\x1f\x7f]*")
 
 

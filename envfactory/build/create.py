@@ -387,12 +387,11 @@ def check_installed(
     device = prefix.stat().st_dev
     for record in records:
         what = f"{record['name']} {record['version']} {record['build']}"
-        source = record.get("extracted_package_dir") or ""
+        source = os.fspath(Path(record.get("extracted_package_dir") or ""))
         # the entry's inodes, when the prefix can hold hard links to it at all
         linked = (inodes or {}).get(source)
         if linked is None:
-            src = os.fspath(Path(source))
-            linked = _file_inodes(src) if Path(src).stat().st_dev == device else set()
+            linked = cache_inodes([source], device)[source]
         entries = (record.get("paths_data") or {}).get("paths", [])
         check_all_relative(what, [raw["_path"] for raw in entries])
         for raw in entries:
