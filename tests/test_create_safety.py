@@ -31,7 +31,13 @@ from envfactory.build.create import (
     check_pip_packages,
     create_environment,
 )
-from envfactory.build.pkgcache import STAGING, CacheLocation, PackageCache, UnsafePackage
+from envfactory.build.pkgcache import (
+    STAGING,
+    CacheLocation,
+    PackageCache,
+    Staging,
+    UnsafePackage,
+)
 from envfactory.build.verify import verify_environment
 from envfactory.errors import ToolError, UserInputError
 
@@ -587,3 +593,44 @@ def test_work_is_waited_for_when_what_runs_meanwhile_fails(tmp_path: Path) -> No
     with pytest.raises(OSError, match="entry gone"):
         _to_the_end(work, meanwhile)
     assert done.is_file()
+
+
+def test_an_interrupt_while_the_link_thread_starts_still_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thread.start() waits for the new thread to run, and a SIGTERM can land there: the link is
+    still waited for, so create's clean-up never races rattler writing into the staging prefix
+    (test_interrupted_create_leaves_nothing_and_a_rerun_succeeds cuts at random points)."""
+    import threading
+
+    done = tmp_path / "linked"
+    real_start = threading.Thread.start
+
+    def start_then_interrupted(self: threading.Thread) -> None:
+        real_start(self)
+        raise KeyboardInterrupt
+
+    def work() -> None:
+        time.sleep(0.3)
+        done.write_text("x", encoding="utf-8")
+
+    monkeypatch.setattr(threading.Thread, "start", start_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _to_the_end(work, lambda: pytest.fail("meanwhile runs after an interrupt"))
+    assert done.is_file()
+
+
+def test_a_staging_directory_interrupted_while_it_is_made_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Staging.make creates the directory, then its marker: an interrupt in between (before the
+    caller holds the Staging to remove) leaves nothing."""
+    import fcntl
+
+    def interrupted(_fd: int, _op: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fcntl, "flock", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        Staging.make(tmp_path, ".env.envfactory-")
+    assert list(tmp_path.iterdir()) == []

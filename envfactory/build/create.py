@@ -221,9 +221,12 @@ def _to_the_end(work: Callable[[], None], meanwhile: Callable[[], None] | None =
             failure.append(exc)
 
     thread = threading.Thread(target=target, name="envfactory-link")
-    thread.start()
     interrupted: BaseException | None = None
-    if meanwhile is not None:
+    try:
+        thread.start()  # waits until the thread runs: an interrupt can land here too
+    except KeyboardInterrupt as exc:
+        interrupted = exc
+    if meanwhile is not None and interrupted is None:
         try:
             meanwhile()
         except BaseException as exc:

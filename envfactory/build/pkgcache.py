@@ -340,12 +340,19 @@ class Staging:
         parent.mkdir(parents=True, exist_ok=True)
         path = parent / f"{prefix}{os.urandom(6).hex()}"
         path.mkdir(mode=0o700)
-        handle = (path / MARKER).open("wb")
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        handle.write(f"{os.getpid()}\n".encode())
-        handle.flush()
-        if mode is not None:
-            path.chmod(mode)
+        handle: IO[bytes] | None = None
+        try:
+            handle = (path / MARKER).open("wb")
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            handle.write(f"{os.getpid()}\n".encode())
+            handle.flush()
+            if mode is not None:
+                path.chmod(mode)
+        except BaseException:  # an interrupt (SIGTERM) or an error before the caller holds it
+            if handle is not None:
+                handle.close()
+            shutil.rmtree(path, ignore_errors=True)
+            raise
         return cls(path, handle)
 
     @classmethod
