@@ -304,9 +304,7 @@ def test_inherited_names_that_are_not_identifiers_are_left_alone(name: str, shel
     assert name not in changes and changes["CUDA_PATH_V9_0"] is None
     record = changes[core.STATE + "0"]
     assert record is not None and "touch" not in record
-    out = (
-        core.emit_cmd(changes, start) if shell == "cmd" else core.EMITTERS[shell](changes, start)
-    )
+    out = core.emit_cmd(changes, start) if shell == "cmd" else core.EMITTERS[shell](changes, start)
     assert "touch" not in out and "CUDA_PATH_V9_0" in out
     active = apply(start, changes)
     assert apply(active, core.deactivate(active, PLAN_A)) == start

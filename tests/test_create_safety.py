@@ -17,6 +17,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from envfactory.build.pkgcache import (
     PackageCache,
     Staging,
     UnsafePackage,
+    interrupts_deferred,
 )
 from envfactory.build.verify import verify_environment
 from envfactory.errors import ToolError, UserInputError
@@ -452,7 +454,7 @@ def test_interrupted_create_leaves_nothing_and_a_rerun_succeeds(
         time.sleep(delay)
         proc.send_signal(sig)
         _out, err = proc.communicate(timeout=120)
-        assert "Traceback" not in err
+        assert "Traceback" not in err, f"cut at {delay:.2f} s: {err}"
         after = snapshot(
             tmp_path, skip=(parent, cache, tmp_path / "probe", tmp_path / "probe-cache")
         )
@@ -462,7 +464,7 @@ def test_interrupted_create_leaves_nothing_and_a_rerun_succeeds(
             # handled (exit 130 after cleaning up), or before the handler was installed or
             # after it was removed (the default action): nothing left even before a re-run
             assert proc.returncode in (0, 130, -signal.SIGTERM), err
-            assert leftovers(parent, cache) == [], f"cut at {delay:.2f} s"
+            assert leftovers(parent, cache) == [], f"cut at {delay:.2f} s, after: {err[-300:]}"
         if not finished:
             cut += 1
             # the prefix appears whole or not at all
@@ -618,6 +620,71 @@ def test_an_interrupt_while_the_link_thread_starts_still_waits_for_it(
     with pytest.raises(KeyboardInterrupt):
         _to_the_end(work, lambda: pytest.fail("meanwhile runs after an interrupt"))
     assert done.is_file()
+
+
+@pytest.mark.parametrize("meanwhile", [None, "walks"])
+def test_an_interrupt_while_waiting_for_the_link_thread_still_waits_for_it(
+    tmp_path: Path, meanwhile: str | None
+) -> None:
+    """A signal that lands in ``Thread.join()`` makes CPython 3.11 mark the thread stopped while
+    it still runs (``_wait_for_tstate_lock`` releases the lock it was waiting for), so
+    ``is_alive()`` lies and create removed the staging prefix under rattler (which then
+    panicked, and its late files stayed behind). The wait must outlast the interrupt."""
+    done = tmp_path / "linked"
+
+    def work() -> None:
+        time.sleep(0.6)
+        done.write_text("x", encoding="utf-8")
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGUSR1, interrupt)
+    timer = threading.Timer(0.15, os.kill, (os.getpid(), signal.SIGUSR1))
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            _to_the_end(work, (lambda: time.sleep(0.01)) if meanwhile else None)
+        assert done.is_file(), "the interrupt returned before the link thread ended"
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, old)
+
+
+def test_the_link_thread_blocks_the_interrupting_signals() -> None:
+    """SIGINT, SIGTERM and SIGHUP go to the main thread (which cleans up), never to the link
+    thread or the threads rattler starts from it (they inherit its mask), where they would
+    interrupt rattler's system calls."""
+    seen: list[set[int]] = []
+    _to_the_end(lambda: seen.append(set(signal.pthread_sigmask(signal.SIG_BLOCK, []))))
+    assert {signal.SIGINT, signal.SIGTERM, signal.SIGHUP} <= seen[0]
+    assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+def test_an_interrupt_while_workers_start_is_raised_after_they_started() -> None:
+    """A SIGTERM while the cache's worker pool starts is held back, and raised to the handler
+    there before as the block ends, also when multiprocessing unblocks SIGTERM itself (it does
+    when it starts its resource tracker, which a pool's first queue does)."""
+    from multiprocessing import resource_tracker
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    reached: list[str] = []
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
+            resource_tracker.ensure_running()
+            reached.append("end of the block")
+        assert reached == ["end of the block"]
+        assert signal.getsignal(signal.SIGTERM) is interrupt  # restored
+        with interrupts_deferred():  # nothing came: nothing raised
+            reached.append("again")
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert reached == ["end of the block", "again"]
 
 
 def test_a_staging_directory_interrupted_while_it_is_made_is_removed(

@@ -49,6 +49,7 @@ from envfactory.build.channels import ChannelMap
 from envfactory.build.checks import LockedPackage
 from envfactory.build.lockmeta import LockMetadata
 from envfactory.build.pkgcache import (
+    INTERRUPTS,
     CacheProgress,
     PackageCache,
     Staging,
@@ -211,14 +212,23 @@ def _to_the_end(work: Callable[[], None], meanwhile: Callable[[], None] | None =
     """Run ``work`` in a thread and wait for it even when interrupted, so nothing writes into
     a directory after the caller removed it; the interrupt is raised afterwards. ``meanwhile``
     runs in this thread while ``work`` does (rattler links without holding the GIL); when it
-    fails, ``work`` is still waited for before its error is raised."""
+    fails, ``work`` is still waited for before its error is raised.
+
+    The thread blocks SIGINT, SIGTERM and SIGHUP (rattler's threads, started from it, inherit
+    that), so they reach this thread, whose handler raises. The end of ``work`` is an event the
+    thread sets, not ``Thread.join()``/``is_alive()``: a signal that lands in ``join()`` makes
+    CPython 3.11 mark the thread stopped while it still runs."""
     failure: list[BaseException] = []
+    finished = threading.Event()
 
     def target() -> None:
         try:
+            signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
             work()
         except BaseException as exc:
             failure.append(exc)
+        finally:
+            finished.set()
 
     thread = threading.Thread(target=target, name="envfactory-link")
     interrupted: BaseException | None = None
@@ -231,9 +241,9 @@ def _to_the_end(work: Callable[[], None], meanwhile: Callable[[], None] | None =
             meanwhile()
         except BaseException as exc:
             interrupted = exc
-    while thread.is_alive():
+    while not finished.is_set():
         try:
-            thread.join()
+            finished.wait()
         except KeyboardInterrupt as exc:
             interrupted = interrupted or exc
     if interrupted is not None:

@@ -36,6 +36,7 @@ import os
 import posixpath
 import re
 import shutil
+import signal
 import stat
 import struct
 import sys
@@ -376,6 +377,37 @@ class Staging:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
+
+
+# what create turns into a clean-up (exit 130)
+INTERRUPTS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP back until the block is done; one that came meanwhile
+    is raised again as the block ends, to the handler that was there before. For steps an
+    interrupt must not cut in two: starting worker processes (a worker the pool does not know
+    of yet outlives the pool's clean-up and fails on its removed semaphores, with a
+    traceback). Handlers, not the signal mask: multiprocessing unblocks SIGINT and SIGTERM
+    itself when it starts its resource tracker. Only the main thread can set handlers;
+    elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+
+    def hold(signum: int, _frame: object) -> None:
+        came.append(signum)
+
+    previous = {s: signal.signal(s, hold) for s in INTERRUPTS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if came:
+            signal.raise_signal(came[0])
 
 
 def sweep_stale(parent: Path, prefix: str) -> list[Path]:
@@ -785,15 +817,21 @@ class PackageCache:
         context = multiprocessing.get_context("forkserver")
         # Only this module is preloaded: the default would import __main__ (the CLI) again.
         context.set_forkserver_preload(["envfactory.build.pkgcache"])
-        pool = ProcessPoolExecutor(
-            min(workers(), len(indices)),
-            mp_context=context,
-            initializer=_worker_init,
-            initargs=(os.getpid(),),
-        )
+        pool: ProcessPoolExecutor | None = None
         try:
-            with _main_not_reimported():
-                pending = {pool.submit(_fill_one, self.location, packages[i]): i for i in indices}
+            # all of the pool's workers start, or none do; a signal that came meanwhile is
+            # raised as the block ends, where the pool is shut down below like any failure
+            with interrupts_deferred():
+                pool = ProcessPoolExecutor(
+                    min(workers(), len(indices)),
+                    mp_context=context,
+                    initializer=_worker_init,
+                    initargs=(os.getpid(),),
+                )
+                with _main_not_reimported():
+                    pending = {
+                        pool.submit(_fill_one, self.location, packages[i]): i for i in indices
+                    }
             while pending:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in finished:
@@ -806,7 +844,8 @@ class PackageCache:
                         raise _error_from(result)
                     landed(i, result)
         except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
 
@@ -829,8 +868,6 @@ def _main_not_reimported() -> Iterator[None]:
 
 
 def _worker_init(parent: int) -> None:
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles it and waits for us
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
 
