@@ -31,7 +31,6 @@ holds the locked wheels by file name. The hashes checked are always the lock's.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -40,7 +39,7 @@ import stat
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -57,6 +56,7 @@ from envfactory.build.pkgcache import (
     check_all_relative,
     check_link_target,
     check_no_write_through_links,
+    handling,
     sweep_stale,
 )
 from envfactory.catalog.model import Platform, host_platform
@@ -190,22 +190,8 @@ class Interrupted(KeyboardInterrupt):
     """SIGTERM or SIGHUP during create: handled like Ctrl-C (clean up, exit 130)."""
 
 
-@contextlib.contextmanager
-def _signals_interrupt() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        raise Interrupted(signal.Signals(signum).name)
-
-    caught = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s]
-    old = {s: signal.signal(s, handler) for s in caught}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted(signal.Signals(signum).name)
 
 
 def _to_the_end(work: Callable[[], None], meanwhile: Callable[[], None] | None = None) -> None:
@@ -309,7 +295,7 @@ def create_environment(
     umask = _umask()
 
     staging_prefix = f".{prefix.name}.envfactory-"
-    with _signals_interrupt():
+    with handling((signal.SIGTERM, signal.SIGHUP), _interrupt):
         prefix.parent.mkdir(parents=True, exist_ok=True)
         for stale in sweep_stale(prefix.parent, staging_prefix):
             say(f"removed {stale}, left by an interrupted create")

@@ -41,7 +41,7 @@ import stat
 import struct
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal, NamedTuple, Protocol
@@ -384,28 +384,33 @@ INTERRUPTS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
 @contextlib.contextmanager
+def handling(signals: Iterable[int], handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """``handler`` for ``signals`` during the block, the handlers before it restored after.
+    Only the main thread can set handlers; elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, handler) for s in signals}
+    try:
+        yield
+    finally:
+        for s, old in previous.items():
+            signal.signal(s, old)
+
+
+@contextlib.contextmanager
 def interrupts_deferred() -> Iterator[None]:
     """Hold SIGINT, SIGTERM and SIGHUP back until the block is done; one that came meanwhile
     is raised again as the block ends, to the handler that was there before. For steps an
     interrupt must not cut in two: starting worker processes (a worker the pool does not know
     of yet outlives the pool's clean-up and fails on its removed semaphores, with a
     traceback). Handlers, not the signal mask: multiprocessing unblocks SIGINT and SIGTERM
-    itself when it starts its resource tracker. Only the main thread can set handlers;
-    elsewhere the block runs as it is."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    itself when it starts its resource tracker."""
     came: list[int] = []
-
-    def hold(signum: int, _frame: object) -> None:
-        came.append(signum)
-
-    previous = {s: signal.signal(s, hold) for s in INTERRUPTS}
     try:
-        yield
+        with handling(INTERRUPTS, lambda signum, _frame: came.append(signum)):
+            yield
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
         if came:
             signal.raise_signal(came[0])
 
