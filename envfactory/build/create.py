@@ -203,7 +203,7 @@ def _to_the_end(work: Callable[[], None], meanwhile: Callable[[], None] | None =
     The thread blocks SIGINT, SIGTERM and SIGHUP (rattler's threads, started from it, inherit
     that), so they reach this thread, whose handler raises. The end of ``work`` is an event the
     thread sets, not ``Thread.join()``/``is_alive()``: a signal that lands in ``join()`` makes
-    CPython 3.11 mark the thread stopped while it still runs."""
+    CPython 3.11 mark the thread stopped while it still runs (python/cpython#90882)."""
     failure: list[BaseException] = []
     finished = threading.Event()
 
