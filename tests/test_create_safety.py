@@ -631,12 +631,15 @@ def test_an_interrupt_while_waiting_for_the_link_thread_still_waits_for_it(
     ``is_alive()`` lies and create removed the staging prefix under rattler (which then
     panicked, and its late files stayed behind). The wait must outlast the interrupt."""
     done = tmp_path / "linked"
+    delivered = threading.Event()
 
     def work() -> None:
-        time.sleep(0.6)
+        delivered.wait(30)  # still running when the signal lands, however slow the machine
+        time.sleep(0.3)
         done.write_text("x", encoding="utf-8")
 
     def interrupt(_signum: int, _frame: object) -> None:
+        delivered.set()
         raise KeyboardInterrupt
 
     old = signal.signal(signal.SIGUSR1, interrupt)
@@ -645,6 +648,7 @@ def test_an_interrupt_while_waiting_for_the_link_thread_still_waits_for_it(
         timer.start()
         with pytest.raises(KeyboardInterrupt):
             _to_the_end(work, (lambda: time.sleep(0.01)) if meanwhile else None)
+        assert delivered.is_set()
         assert done.is_file(), "the interrupt returned before the link thread ended"
     finally:
         timer.cancel()
