@@ -12,10 +12,14 @@ def main() -> None:
     imports the collector runs as usual, with what the imports made frozen out of its passes.
     """
     import gc
+    import sys
 
     gc.disable()
     try:
         from envfactory import cli
+    except KeyboardInterrupt:  # Ctrl-C while the CLI loads: nothing was started yet
+        sys.stderr.write("error: interrupted\n")
+        sys.exit(130)
     finally:
         gc.enable()
     gc.freeze()

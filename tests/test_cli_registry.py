@@ -81,3 +81,27 @@ def test_the_top_level_help_and_a_mistyped_command_see_every_command() -> None:
     code, _, err = run_lazy(["rendr", "tf114-cuda100"])
     assert code == 1
     assert "No such command 'rendr'. Did you mean 'render'?" in err
+
+
+@pytest.mark.parametrize("where", ["envfactory.cli", "envfactory.cli.catalog_cmds"])
+def test_a_ctrl_c_while_the_cli_loads_is_one_line_not_a_traceback(where: str) -> None:
+    """A Ctrl-C in the first ~0.1 s of a command lands while the CLI is imported (or its
+    commands are built): exit 130 with one line, as later, not Python's traceback."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+class Interrupting:
+    def find_spec(self, name, path=None, target=None):
+        if name == {where!r}:
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, Interrupting())
+from envfactory.__main__ import main
+main()
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script, "list"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 130
+    assert proc.stderr == "error: interrupted\n"

@@ -426,10 +426,12 @@ def leftovers(parent: Path, cache: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_interrupted_create_leaves_nothing_and_a_rerun_succeeds(
     big_lock: Path, tmp_path: Path, sig: signal.Signals
 ) -> None:
+    """Cuts at random points of a cold and of a warm create. SIGINT goes to the whole process
+    group, as a Ctrl-C in a terminal does: create, its forkserver and the cache's workers."""
     # how long a cold and a warm create take here, to spread the cuts over them
     cold = timed_create(big_lock, tmp_path / "probe", tmp_path / "probe-cache")
     outside = tmp_path / "outside"
@@ -450,9 +452,13 @@ def test_interrupted_create_leaves_nothing_and_a_rerun_succeeds(
             [ENVFACTORY, "create", str(big_lock), "-p", str(prefix), "--platform", "linux-64"],
             env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache)},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=sig == signal.SIGINT,
         )  # fmt: skip
         time.sleep(delay)
-        proc.send_signal(sig)
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         _out, err = proc.communicate(timeout=120)
         assert "Traceback" not in err, f"cut at {delay:.2f} s: {err}"
         after = snapshot(
@@ -460,7 +466,7 @@ def test_interrupted_create_leaves_nothing_and_a_rerun_succeeds(
         )
         assert after == before, f"something outside the target changed (cut at {delay:.2f} s)"
         finished = proc.returncode == 0
-        if sig == signal.SIGTERM:
+        if sig in (signal.SIGTERM, signal.SIGINT):
             # handled (exit 130 after cleaning up), or before the handler was installed or
             # after it was removed (the default action): nothing left even before a re-run
             assert proc.returncode in (0, 130, -signal.SIGTERM), err
@@ -689,6 +695,36 @@ def test_an_interrupt_while_workers_start_is_raised_after_they_started() -> None
     finally:
         signal.signal(signal.SIGTERM, old)
     assert reached == ["end of the block", "again"]
+
+
+def test_processes_started_while_interrupts_are_deferred_start_with_them_blocked() -> None:
+    """The forkserver and the workers start inside ``interrupts_deferred``: they inherit the
+    blocked signals, so a Ctrl-C to the process group cannot stop them half-started (with a
+    traceback); a worker unblocks SIGTERM and SIGHUP once it ignores SIGINT."""
+    blocked = "sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))"
+    probe = f"import signal; print({blocked})"
+    wanted = {int(signal.SIGINT), int(signal.SIGTERM), int(signal.SIGHUP)}
+
+    def mask_of(script: str, **kwargs: object) -> list[str]:
+        proc = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True, **kwargs
+        )  # type: ignore[call-overload]
+        return str(proc.stdout).splitlines()
+
+    with interrupts_deferred():
+        inside = mask_of(probe)
+    assert wanted <= set(json.loads(inside[0]))
+    assert not wanted & set(json.loads(mask_of(probe)[0]))
+    worker = mask_of(
+        "import os, signal\n"
+        "from envfactory.build.pkgcache import _worker_init\n"
+        "_worker_init(os.getppid())\n"
+        f"print({blocked})\n"
+        "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n",
+        preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, wanted),
+    )
+    assert not wanted & set(json.loads(worker[0]))
+    assert worker[1] == "True"
 
 
 def test_a_staging_directory_interrupted_while_it_is_made_is_removed(

@@ -401,15 +401,23 @@ def handling(signals: Iterable[int], handler: Callable[[int, Any], None]) -> Ite
 @contextlib.contextmanager
 def interrupts_deferred() -> Iterator[None]:
     """Hold SIGINT, SIGTERM and SIGHUP back until the block is done; one that came meanwhile
-    is raised again as the block ends, to the handler that was there before. For steps an
-    interrupt must not cut in two: starting worker processes (a worker the pool does not know
-    of yet outlives the pool's clean-up and fails on its removed semaphores, with a
-    traceback). Handlers, not the signal mask: multiprocessing unblocks SIGINT and SIGTERM
-    itself when it starts its resource tracker."""
+    is raised as the block ends, to the handler that was there before. For steps an interrupt
+    must not cut in two: starting worker processes (a worker the pool does not know of yet
+    outlives the pool's clean-up and fails on its removed semaphores, with a traceback).
+
+    Two ways at once. The signal mask: processes started in the block inherit it, so a Ctrl-C
+    (sent to the whole process group) does not reach the forkserver while it imports this
+    module, nor a worker before ``_worker_init`` ignores SIGINT and unblocks the rest. And
+    handlers that note the signal: multiprocessing unblocks SIGINT and SIGTERM itself when it
+    starts its resource tracker (``_fill`` starts that before the block)."""
     came: list[int] = []
     try:
         with handling(INTERRUPTS, lambda signum, _frame: came.append(signum)):
-            yield
+            previous = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+            try:
+                yield
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
     finally:
         if came:
             signal.raise_signal(came[0])
@@ -822,6 +830,9 @@ class PackageCache:
         context = multiprocessing.get_context("forkserver")
         # Only this module is preloaded: the default would import __main__ (the CLI) again.
         context.set_forkserver_preload(["envfactory.build.pkgcache"])
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()  # it would unblock SIGINT and SIGTERM in the block
         pool: ProcessPoolExecutor | None = None
         try:
             # all of the pool's workers start, or none do; a signal that came meanwhile is
@@ -874,6 +885,8 @@ def _main_not_reimported() -> Iterator[None]:
 
 def _worker_init(parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles it and waits for us
+    # started with them blocked (interrupts_deferred): SIGTERM and SIGHUP end a worker again
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
 
 

@@ -105,8 +105,8 @@ def modules_for(args: Sequence[str]) -> tuple[str, ...]:
 def run(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code; tests call this directly."""
     args = list(sys.argv[1:] if argv is None else argv)
-    command = typer.main.get_command(build_app(modules_for(args)))
     try:
+        command = typer.main.get_command(build_app(modules_for(args)))
         result = command.main(args=args, prog_name="envfactory", standalone_mode=False)
     except EnvfactoryError as exc:
         print_error(exc.message, exc.hint)
