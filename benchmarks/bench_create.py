@@ -147,12 +147,10 @@ asyncio.run(rattler.install(records, target_prefix=sys.argv[2], cache_dir=sys.ar
 """
 
 PHASES = """
-import gc, json, sys, time
+import json, sys, time
 start = time.perf_counter()
-gc.disable()  # as envfactory/__main__.py does
-from envfactory import cli
-gc.enable()
-gc.freeze()
+from envfactory.__main__ import load_cli
+cli = load_cli()  # as the console script does
 imported = time.perf_counter()
 from envfactory.build import create, lockfile, pkgcache, rattler_adapter
 spent = {}

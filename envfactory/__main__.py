@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def main() -> None:
-    """Import the CLI with the cyclic garbage collector paused, then run it.
+if TYPE_CHECKING:
+    from types import ModuleType
+
+
+def load_cli() -> ModuleType:
+    """Import the CLI with the cyclic garbage collector paused, and return it.
 
     Importing the CLI allocates tens of thousands of objects (modules, classes, functions) and
     frees almost none, so the collector's passes over them during the imports find nothing to
     collect; they cost ~10 ms of every command's start (benchmarks/bench_cli.py). After the
     imports the collector runs as usual, with what the imports made frozen out of its passes.
+    A Ctrl-C meanwhile ends the process with the CLI's own line and exit code (its
+    ``print_error`` cannot be imported: it is what was being imported).
     """
     import gc
     import sys
@@ -17,13 +24,18 @@ def main() -> None:
     gc.disable()
     try:
         from envfactory import cli
-    except KeyboardInterrupt:  # Ctrl-C while the CLI loads: nothing was started yet
+    except KeyboardInterrupt:  # nothing was started yet
         sys.stderr.write("error: interrupted\n")
         sys.exit(130)
     finally:
         gc.enable()
     gc.freeze()
-    cli.main()
+    return cli
+
+
+def main() -> None:
+    """The console script: the CLI, loaded by ``load_cli``."""
+    load_cli().main()
 
 
 if __name__ == "__main__":

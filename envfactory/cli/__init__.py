@@ -49,7 +49,7 @@ COMMANDS: dict[str, str] = {
     "explain": "diagnose_cmds",
     "recommend": "diagnose_cmds",
 }
-MODULES = ("catalog_cmds", "lock_cmds", "project_cmds", "diagnose_cmds")
+MODULES = tuple(dict.fromkeys(COMMANDS.values()))  # in the order of their first command
 
 HELP = (
     "Reproducible GPU deep-learning conda environments.\n\n"
