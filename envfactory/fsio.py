@@ -14,6 +14,7 @@ removes those whose process is gone.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import re
@@ -22,6 +23,8 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from envfactory.errors import UserInputError
 
 _TEMPORARY = re.compile(r"\A\..+\.(?P<pid>\d+)-[0-9a-f]{8}\.tmp\Z")
 # What this module wrote before it named temporaries by pid (tempfile.mkstemp's 8 characters).
@@ -88,6 +91,27 @@ def _create_temporary(path: Path) -> Path:
         return temporary
 
 
+def write_cached(path: Path, data: str | bytes) -> bool:
+    """Write a file that a cache can make again (a parsed lock, a cache entry's summary):
+    through a temporary and a rename, so readers see the old file or the new one, but without
+    ``fsync`` or the sweep for stale temporaries (thousands of files in a package cache's
+    root): a file lost in a crash is only a miss. False where it cannot be written (a
+    read-only cache goes without)."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    temporary: Path | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = _create_temporary(path)
+        temporary.write_bytes(payload)
+        temporary.replace(path)
+    except OSError:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+        return False
+    return True
+
+
 def remove_stale_temporaries(directory: Path) -> list[Path]:
     """Remove the temporaries that a killed writer left in ``directory``; return them."""
     removed: list[Path] = []
@@ -140,3 +164,23 @@ def write_rendered(files: Sequence[RenderedFile], directory: Path) -> list[Path]
     items = [(directory / f.relpath, f.content) for f in files]
     atomic_write_many(items)
     return [path for path, _ in items]
+
+
+def read_text(path: Path, what: str, hint: str) -> str:
+    """A data file a user or a pull request gave us, as text: UTF-8 (a UTF-8 byte-order mark is
+    allowed); anything else is refused with the byte offset, never guessed at."""
+    data = path.read_bytes()
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE)):
+        raise UserInputError(
+            f"{path}: {what} is UTF-16 or UTF-32 (it starts with a byte-order mark)",
+            f"save it as UTF-8; {hint}",
+        )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserInputError(
+            f"{path}:{line}: {what} is not UTF-8 (byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start})",
+            f"save it as UTF-8; {hint}",
+        ) from None

@@ -17,11 +17,9 @@ parser's event stream with the same two limits.
 
 from __future__ import annotations
 
-import codecs
 import math
 import re
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any, Literal, cast
 
 import yaml
@@ -486,23 +484,3 @@ def _walk(events: Iterable[Any], name: str, hint: str, error: type[EnvfactoryErr
             sizes[anchor] = size
         if stack:
             stack[-1][1] += size
-
-
-def read_text(path: Path, what: str, hint: str) -> str:
-    """A data file a user or a pull request gave us, as text: UTF-8 (a UTF-8 byte-order mark is
-    allowed); anything else is refused with the byte offset, never guessed at."""
-    data = path.read_bytes()
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE)):
-        raise UserInputError(
-            f"{path}: {what} is UTF-16 or UTF-32 (it starts with a byte-order mark)",
-            f"save it as UTF-8; {hint}",
-        )
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise UserInputError(
-            f"{path}:{line}: {what} is not UTF-8 (byte 0x{data[exc.start]:02x} at offset "
-            f"{exc.start})",
-            f"save it as UTF-8; {hint}",
-        ) from None

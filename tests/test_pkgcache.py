@@ -20,17 +20,23 @@ from envfactory.build.checks import LockedPackage
 from envfactory.build.create import create_environment
 from envfactory.build.pkgcache import (
     MARKER,
+    MEMO,
     STAGING,
+    SUMMARY_SUFFIX,
     CacheLocation,
+    EntrySummary,
     PackageCache,
     Staging,
     UnsafePackage,
     _parse_paths_one_by_one,
     cache_location,
     check_all_relative,
+    check_links_across,
     check_relative,
     default_root,
     parse_paths,
+    read_summary,
+    summarize,
     sweep_stale,
 )
 from envfactory.build.verify import verify_environment
@@ -266,7 +272,9 @@ def test_two_creates_at_once_share_one_cold_cache(tmp_path: Path) -> None:
         assert "30 conda + 0 pip packages" in out
     for name in ("one", "two"):
         assert verify_environment(tmp_path / name).identical
-    entries = sorted(p.name for p in cache.iterdir() if p.is_dir() and p.name != STAGING)
+    entries = sorted(
+        p.name for p in cache.iterdir() if p.is_dir() and p.name not in (STAGING, MEMO)
+    )
     assert entries == [f"p{i:02d}-1.0-h0_0" for i in range(30)]
     assert list((cache / STAGING).iterdir()) == []
     one, two = (tmp_path / n / "share/p07/f5.txt" for n in ("one", "two"))
@@ -288,6 +296,7 @@ def test_cache_info_and_clean(tmp_path: Path) -> None:
     assert info.returncode == 0, info.stderr
     data = json.loads(info.stdout)
     assert data["root"] == str(cache) and data["packages"] == 5 and data["bytes"] > 0
+    assert data["locks"] == 1  # the parsed lock create kept (lockfile.load_document)
     # an entry some create is linking from (shared lock held) is not removed
     with (cache / "pkg0-1.0-h0_0.lock").open("rb") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_SH)
@@ -298,6 +307,10 @@ def test_cache_info_and_clean(tmp_path: Path) -> None:
     assert cleaned.returncode == 0, cleaned.stderr
     assert "removed 4" in cleaned.stdout
     assert (cache / "pkg0-1.0-h0_0").is_dir() and not (cache / "pkg1-1.0-h0_0").exists()
+    # an entry's summary goes with it; the parsed locks go with the extracted packages
+    assert (cache / f"pkg0-1.0-h0_0{SUMMARY_SUFFIX}").is_file()
+    assert not (cache / f"pkg1-1.0-h0_0{SUMMARY_SUFFIX}").exists()
+    assert not (cache / MEMO).exists()
     # the prefix does not depend on the cache: hard links keep the files
     assert verify_environment(tmp_path / "env").identical
 
@@ -401,3 +414,159 @@ def test_parse_paths_bulk_check_gives_the_one_by_one_verdict(raws: list[object])
     except UnsafePackage as exc:
         got = exc.message
     assert got == expected
+
+
+# ------------------------------------------------------------------------------------------
+# Entry summaries: what a warm create reads instead of every paths.json
+
+
+def _summary_file(cache: Path, name: str) -> Path:
+    return cache / f"{name}{SUMMARY_SUFFIX}"
+
+
+def test_a_warm_create_reads_the_summaries_not_paths_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = crafted_lock(tmp_path, packages())
+    cache = cache_at(tmp_path / "cache")
+    create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
+    doc = json.loads(_summary_file(tmp_path / "cache", "withlink-1.0-h0_0").read_text())
+    assert doc["links"] == ["lib/libw.so"] and doc["parents"] == ["lib"]
+    assert doc["size"] == len(b"\x7fELF stub\n")
+
+    from envfactory.build import pkgcache
+
+    def no_parse(*_args: object) -> None:
+        raise AssertionError("paths.json parsed on a warm create")
+
+    monkeypatch.setattr(pkgcache, "read_paths", no_parse)
+    result = create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
+    assert result.from_cache == 5
+    assert verify_environment(tmp_path / "b").identical
+
+
+@pytest.mark.parametrize("change", ["paths.json", "sha256", "format", "garbage", "missing"])
+def test_a_summary_holds_only_for_the_paths_json_and_archive_it_was_made_from(
+    tmp_path: Path, change: str
+) -> None:
+    """A summary is read only while the entry's paths.json is the file it was made from
+    (inode, size, mtime, ctime) and the entry holds the same archive; otherwise paths.json is
+    parsed and checked again: here it was edited to list a path outside the prefix, which the
+    stale summary would have let through."""
+    lock = crafted_lock(tmp_path, packages())
+    cache = cache_at(tmp_path / "cache")
+    create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
+    root, name = tmp_path / "cache", "pkg2-1.0-h0_0"
+    lock_bytes = (root / f"{name}.lock").read_bytes()
+    sha = lock_bytes[8:].hex()
+    assert read_summary(root, name, sha) is not None
+    summary_path = _summary_file(root, name)
+    doc = json.loads(summary_path.read_text())
+    if change == "paths.json":
+        paths_json = root / name / "info" / "paths.json"
+        listed = json.loads(paths_json.read_text())
+        listed["paths"].append({"_path": "../escape", "path_type": "hardlink"})
+        paths_json.write_text(json.dumps(listed))
+        assert read_summary(root, name, sha) is None
+        with pytest.raises(UnsafePackage, match=r"'\.\./escape'"):
+            create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
+        assert not (tmp_path / "b").exists()
+        return
+    if change == "sha256":
+        doc["sha256"] = "0" * 64
+        summary_path.write_text(json.dumps(doc))
+    elif change == "format":
+        doc["format"] = 99
+        summary_path.write_text(json.dumps(doc))
+    elif change == "garbage":
+        summary_path.write_text("{not json")
+    else:
+        summary_path.unlink()
+    assert read_summary(root, name, sha) is None
+    # made again from paths.json, checked, and kept for the next create
+    create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
+    assert json.loads(summary_path.read_text())["sha256"] == sha
+    assert read_summary(root, name, sha) is not None
+
+
+def test_summaries_give_the_verdicts_of_the_entries(tmp_path: Path) -> None:
+    """check_links_across over summaries refuses what a walk over every entry refuses: an
+    entry under a symlink of another package, or of its own, naming that entry; a symlink
+    that paths.json lists as a file counts as a symlink."""
+    a = Crafted("linker", files={"share/real/keep": b"k\n"}, symlinks={"etc/conf": "../share/real"})
+    b = Crafted("writer", files={"etc/conf/x": b"through the link\n", "etc/other": b"o\n"})
+    c = Crafted("bystander", files={"etc/confx/y": b"a sibling, not under the link\n"})
+    for pkg in (a, b, c):
+        write_crafted(tmp_path / "ch", pkg)
+    from rattler.package_streaming import extract
+
+    def entry(pkg: Crafted) -> tuple[Path, EntrySummary]:
+        directory = tmp_path / "x" / pkg.name
+        extract(tmp_path / "ch" / "linux-64" / pkg.filename, directory)
+        from envfactory.build.pkgcache import read_paths
+
+        return directory, summarize(directory, read_paths(pkg.name, directory))
+
+    ea, eb, ec = entry(a), entry(b), entry(c)
+    check_links_across({"linker": ea, "bystander": ec})
+    with pytest.raises(UnsafePackage) as info:
+        check_links_across({"linker": ea, "writer": eb, "bystander": ec})
+    assert "writer: refused: paths.json entry 'etc/conf/x'" in info.value.message
+    assert "lies under 'etc/conf', a symlink (linker)" in info.value.message
+    # a symlink listed as a hard link: held as a symlink by the entry, so it counts
+    sneaky = Crafted(
+        "sneaky",
+        files={"share/real/f": b"f\n"},
+        symlinks={"etc/conf": "../share/real"},
+        paths=[
+            {"_path": "etc/conf", "path_type": "hardlink"},
+            {"_path": "share/real/f", "path_type": "hardlink"},
+        ],
+    )
+    write_crafted(tmp_path / "ch", sneaky)
+    es = entry(sneaky)
+    assert es[1].links == frozenset({"etc/conf"})
+    with pytest.raises(UnsafePackage, match=r"'etc/conf/x'.*a symlink \(sneaky\)"):
+        check_links_across({"sneaky": es, "writer": eb})
+
+
+def test_a_package_with_a_file_under_its_own_symlink_never_enters(tmp_path: Path) -> None:
+    """Within one package too, counting a symlink that paths.json lists as a file: refused
+    before any file of it is looked at (an lstat under the symlink would follow it)."""
+    pkg = Crafted(
+        "selfish",
+        files={"share/real/f": b"f\n"},
+        symlinks={"lib/d": "../share/real"},
+        paths=[
+            {"_path": "lib/d", "path_type": "hardlink"},
+            {"_path": "lib/d/f", "path_type": "hardlink"},
+            {"_path": "share/real/f", "path_type": "hardlink"},
+        ],
+    )
+    lock = crafted_lock(tmp_path, [pkg])
+    cache = cache_at(tmp_path / "cache")
+    with pytest.raises(UnsafePackage, match=r"'lib/d/f'.*lies under 'lib/d'"):
+        create_environment(lock, tmp_path / "env", platform="linux-64", cache=cache)
+    assert not (tmp_path / "cache" / "selfish-1.0-h0_0").exists()
+    assert not (tmp_path / "env").exists()
+
+
+def test_a_file_replaced_in_a_cache_entry_is_caught_after_linking(tmp_path: Path) -> None:
+    """The post-link check takes a prefix file for the cache's own only when its inode was a
+    checked file of the entry when the summary was made; a file replaced in the entry since
+    (a new inode) is held to paths.json's sha256: different content is refused, the same
+    content passes."""
+    lock = crafted_lock(tmp_path, packages())
+    cache = cache_at(tmp_path / "cache")
+    create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
+    victim = tmp_path / "cache" / "pkg1-1.0-h0_0" / "share/pkg1/f0.txt"
+    original = victim.read_bytes()
+    victim.unlink()
+    victim.write_bytes(b"pkg1 file X\n")  # same size, other bytes, a new inode
+    with pytest.raises(UnsafePackage, match=r"pkg1 1\.0 h0_0: the sha256 of share/pkg1/f0\.txt"):
+        create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
+    assert not (tmp_path / "b").exists()
+    victim.unlink()
+    victim.write_bytes(original)
+    create_environment(lock, tmp_path / "c", platform="linux-64", cache=cache)
+    assert verify_environment(tmp_path / "c").identical

@@ -86,7 +86,7 @@ def _checked(name: str, url: str, where: str) -> str:
 def _from_config(path: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
-    from envfactory.yamlio import read_text
+    from envfactory.fsio import read_text
 
     try:
         doc = tomllib.loads(read_text(path, "the channel map", "TOML files are UTF-8"))

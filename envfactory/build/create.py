@@ -55,7 +55,7 @@ from envfactory.build.pkgcache import (
     UnsafePackage,
     check_all_relative,
     check_link_target,
-    check_no_write_through_links,
+    check_links_across,
     handling,
     sweep_stale,
 )
@@ -255,7 +255,8 @@ def create_environment(
 
     say = progress or (lambda _m: None)
     target_platform = platform or host_platform()
-    lock = read_lock(lock_path)
+    cache = cache or PackageCache()
+    lock = read_lock(lock_path, memo=cache.memo)
     if target_platform not in lock.platforms:
         raise UserInputError(
             f"{lock_path} has no packages for {target_platform} (it covers "
@@ -291,7 +292,6 @@ def create_environment(
         )
     python = meta.python or _python_of(conda)
     glibc = meta.virtual_packages.get(target_platform, {}).get("__glibc")
-    cache = cache or PackageCache()
     umask = _umask()
 
     staging_prefix = f".{prefix.name}.envfactory-"
@@ -303,21 +303,28 @@ def create_environment(
         try:
             say(f"{len(conda)} conda packages: checking them into the cache {cache.root}")
             with cache.acquire(conda, cache_progress) as lease:
-                found = {pkg.describe(): c.entries for pkg, c in zip(conda, lease, strict=True)}
-                check_no_write_through_links(found)
+                check_links_across(
+                    {
+                        pkg.describe(): (c.directory, c.summary)
+                        for pkg, c in zip(conda, lease, strict=True)
+                    }
+                )
                 hits = sum(1 for c in lease if c.outcome == "cached")
                 say(f"linking {len(conda)} conda packages ({hits} were cached already)")
-                sources = [str(c.directory) for c in lease]
-                inodes: dict[str, set[int]] = {}
-                device = staging.path.stat().st_dev
+                # the entries' files, for the post-link check: where the prefix can hold hard
+                # links to them at all (rattler copies across filesystems)
+                linkable = staging.path.stat().st_dev == cache.root.stat().st_dev
+                inodes = {
+                    str(c.directory): set(c.summary.inodes) if linkable else set() for c in lease
+                }
                 _to_the_end(
                     lambda: rattler_adapter.install(
                         locked, staging.path, target_platform, cache.root, final_prefix=prefix
                     ),
-                    # the entries' side of the post-link check, while rattler links
-                    meanwhile=lambda: inodes.update(cache_inodes(sources, device)),
+                    # what comes after the link, imported while rattler links
+                    meanwhile=_import_the_rest if meta.activation or meta.combo else None,
                 )
-                check_installed(staging.path, set(sources), inodes)
+                check_installed(staging.path, set(inodes), inodes)
             if wheels:
                 say(f"installing {len(wheels)} pip wheels (hashes checked by pip --require-hashes)")
                 pypi.install_wheels(wheels, staging.path, target_platform, python, glibc)
@@ -345,6 +352,11 @@ def create_environment(
     )
 
 
+def _import_the_rest() -> None:
+    """The modules that install the activation scripts (rattler links without the GIL)."""
+    import envfactory.activation.plan  # noqa: F401
+
+
 def cache_inodes(sources: Sequence[str], device: int) -> dict[str, set[int]]:
     """The inodes of the regular files of each cache entry in ``sources`` that is on
     ``device`` (a prefix there can hold hard links to them; elsewhere rattler copies)."""
@@ -365,8 +377,8 @@ def check_installed(
     The prefix and each cache entry are walked once with ``scandir`` (the kind and inode of
     every entry come with the directory listing), not one ``lstat`` per file and per cache
     file: this runs on every create, over every file of the environment. ``inodes`` is
-    ``cache_inodes(sources, ...)`` when the caller walked the entries already (create does it
-    while rattler links); an entry missing from it is walked here."""
+    the entries' inodes by directory when the caller has them (create: from the entries'
+    summaries, ``pkgcache.EntrySummary``); an entry missing from it is walked here."""
     from envfactory.build.pkgcache import _digest
 
     records = []

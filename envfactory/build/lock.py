@@ -252,7 +252,8 @@ def read_virtual_spec(path: Path) -> dict[Platform, dict[str, str]]:
     from ruamel.yaml.error import YAMLError
 
     hint = "the file holds subdirs: PLATFORM: packages: NAME: VERSION (conda-lock's format)"
-    from envfactory.yamlio import check_bounds, read_text
+    from envfactory.fsio import read_text
+    from envfactory.yamlio import check_bounds
 
     try:
         text = read_text(path, "the virtual-package file", hint)

@@ -177,7 +177,8 @@ def read_lock_header(path: Path) -> LockHeader:
     parsed (create, verify and mirror, which use it, validate it), and conda-lock (~0.5 s to
     import) is not imported. What is read is validated as ``read_lock`` validates it."""
     from envfactory import untrusted
-    from envfactory.yamlio import load_yaml_keys, read_text
+    from envfactory.fsio import read_text
+    from envfactory.yamlio import load_yaml_keys
 
     where = str(path)
     try:

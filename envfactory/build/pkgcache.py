@@ -48,10 +48,12 @@ from typing import IO, Any, Literal, NamedTuple, Protocol
 from urllib.parse import unquote, urlparse
 
 from envfactory.errors import ToolError, UserInputError
+from envfactory.fsio import remove_stale_temporaries, write_cached
 
 ENV_VAR = "ENVFACTORY_PKGS_DIRS"
 CONDA_ENV_VAR = "CONDA_PKGS_DIRS"
 STAGING = ".staging"
+MEMO = ".locks"  # parsed locks by the sha256 of their text (lockfile.load_document)
 MARKER = ".envfactory-staging"  # in every staging directory; its owner holds an flock on it
 LOCK_REVISION = 1
 CHUNK = 1 << 20
@@ -325,6 +327,154 @@ def check_no_write_through_links(packages: Mapping[str, Sequence[PathEntry]]) ->
                     )
 
 
+class EntrySummary(NamedTuple):
+    """What a create needs of a checked cache entry, kept beside it (``<name>.checked.json``) so
+    that a warm create reads a few hundred bytes per package instead of parsing its whole
+    ``paths.json`` and walking its files again.
+
+    ``links``: the listed paths that are symlinks once linked (listed as ``softlink``, or
+    held as a symlink by the entry whatever paths.json calls them); ``parents``: every
+    directory above a listed path (``check_links_across``); ``inodes``: the entry's regular
+    files when it was checked (a file of the new prefix with one of them is a hard link to a
+    checked file: ``create.check_installed``); ``size``: the listed bytes (for the progress
+    bar)."""
+
+    links: frozenset[str]
+    parents: frozenset[str]
+    inodes: frozenset[int]
+    size: int
+
+
+SUMMARY_SUFFIX = ".checked.json"
+SUMMARY_FORMAT = 2
+
+
+def summarize(directory: Path, entries: Sequence[PathEntry]) -> EntrySummary:
+    """The ``EntrySummary`` of the extracted package at ``directory`` with these entries."""
+    listed = {e.path for e in entries}
+    symlinks, inodes = _walk_entry(os.fspath(directory))
+    links = {e.path for e in entries if e.path_type == "softlink"}
+    links.update(rel for rel in symlinks if rel in listed)
+    parents: set[str] = set()
+    for e in entries:
+        path = e.path
+        cut = path.rfind("/")
+        while cut > 0:
+            path = path[:cut]
+            if path in parents:
+                break  # and so are the directories above it
+            parents.add(path)
+            cut = path.rfind("/")
+    size = sum(e.size or 0 for e in entries)
+    return EntrySummary(frozenset(links), frozenset(parents), frozenset(inodes), size)
+
+
+def _walk_entry(root: str) -> tuple[list[str], set[int]]:
+    """The relative paths of the symlinks under ``root`` and the inodes of its regular files
+    (one ``scandir`` per directory, none followed; ``info/`` skipped: it is never linked)."""
+    symlinks: list[str] = []
+    inodes: set[int] = set()
+    stack = [("", root)]
+    while stack:
+        rel_dir, directory = stack.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                rel = f"{rel_dir}{entry.name}"
+                if entry.is_symlink():
+                    symlinks.append(rel)
+                elif entry.is_dir(follow_symlinks=False):
+                    if rel != "info":
+                        stack.append((f"{rel}/", entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    inodes.add(entry.inode())
+    return symlinks, inodes
+
+
+def check_links_across(packages: Mapping[str, tuple[Path, EntrySummary]]) -> None:
+    """``check_no_write_through_links`` over the summaries of the packages of one prefix
+    (each with its entry's directory): no directory above a listed path of one package is a
+    symlink of any package (itself included). The error names the first entry under that
+    symlink, read from the entry's paths.json."""
+    links: dict[str, str] = {}
+    for what, (_directory, summary) in packages.items():
+        for link in summary.links:
+            links.setdefault(link, what)
+    if not links:
+        return
+    for what, (directory, summary) in packages.items():
+        clash = summary.parents & links.keys()
+        if not clash:
+            continue
+        parent = min(clash)
+        under = sorted(
+            e.path for e in read_paths(what, directory) if e.path.startswith(parent + "/")
+        )
+        raise _refuse(
+            what,
+            under[0] if under else parent + "/",
+            f"lies under {parent!r}, a symlink ({links[parent]})",
+        )
+
+
+def _paths_signature(directory: Path) -> list[int] | None:
+    """Inode, size, mtime and ctime of the entry's ``info/paths.json`` (or ``info/files``): a
+    summary holds only for the file it was made from (extraction keeps the archive's mtime;
+    any write, chmod or new hard link changes the ctime)."""
+    for name in ("paths.json", "files"):
+        try:
+            st = (directory / "info" / name).stat()
+        except OSError:
+            continue
+        return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    return None
+
+
+def write_summary(root: Path, name: str, sha256: str, summary: EntrySummary) -> None:
+    """Keep ``summary`` beside the entry ``root/name`` (atomically; a cache that cannot be
+    written just goes without: the next create parses paths.json again)."""
+    signature = _paths_signature(root / name)
+    if signature is None:
+        return
+    doc = {
+        "format": SUMMARY_FORMAT,
+        "sha256": sha256,
+        "paths": signature,
+        "size": summary.size,
+        "links": sorted(summary.links),
+        "parents": sorted(summary.parents),
+        "inodes": sorted(summary.inodes),
+    }
+    write_cached(root / f"{name}{SUMMARY_SUFFIX}", json.dumps(doc, separators=(",", ":")))
+
+
+def read_summary(root: Path, name: str, sha256: str) -> EntrySummary | None:
+    """The summary kept beside ``root/name`` when it was made for this archive (``sha256``)
+    from the entry's current paths.json; None otherwise."""
+    try:
+        doc = json.loads((root / f"{name}{SUMMARY_SUFFIX}").read_bytes())
+    except (OSError, ValueError):
+        return None
+    if (
+        not isinstance(doc, dict)
+        or doc.get("format") != SUMMARY_FORMAT
+        or doc.get("sha256") != sha256
+        or doc.get("paths") != _paths_signature(root / name)
+    ):
+        return None
+    links, parents, inodes, size = (doc.get(k) for k in ("links", "parents", "inodes", "size"))
+    if not (
+        isinstance(links, list)
+        and isinstance(parents, list)
+        and isinstance(inodes, list)
+        and isinstance(size, int)
+        and all(isinstance(p, str) for p in links)
+        and all(isinstance(p, str) for p in parents)
+        and all(type(i) is int for i in inodes)
+    ):
+        return None
+    return EntrySummary(frozenset(links), frozenset(parents), frozenset(inodes), size)
+
+
 # ------------------------------------------------------------------------------------------
 # Staging directories that clean up after dead processes
 
@@ -456,7 +606,7 @@ Outcome = Literal["cached", "extracted", "downloaded"]
 class CachedPackage:
     directory: Path  # the extracted package: <root>/<name>-<version>-<build>
     sha256: str
-    entries: tuple[PathEntry, ...]
+    summary: EntrySummary  # of its checked paths.json
     outcome: Outcome
 
 
@@ -468,6 +618,7 @@ class CacheInfo:
     archives: int
     staging: int
     bytes: int
+    locks: int = 0  # parsed locks kept in MEMO
 
 
 def entry_name(pkg: Wanted) -> str:
@@ -554,6 +705,11 @@ class PackageCache:
         self.root = self.location.root
         self._local = threading.local()
 
+    @property
+    def memo(self) -> Path:
+        """Where ``create`` keeps the locks it parsed (``lockfile.load_document``)."""
+        return self.root / MEMO
+
     # -- bookkeeping ------------------------------------------------------------------------
 
     def _prepare(self) -> None:
@@ -574,11 +730,13 @@ class PackageCache:
         sweep_stale(self.root / STAGING, "")
 
     def info(self) -> CacheInfo:
-        packages = archives = staging = total = 0
+        packages = archives = staging = total = locks = 0
         if self.root.is_dir():
             for child in self.root.iterdir():
                 if child.name == STAGING:
                     staging = sum(1 for _ in child.iterdir())
+                elif child.name == MEMO:
+                    locks = sum(1 for _ in child.glob("*.json"))
                 elif child.is_dir() and not child.is_symlink():
                     packages += 1
                 elif child.name.endswith((".tar.bz2", ".conda")):
@@ -588,19 +746,25 @@ class PackageCache:
                     with contextlib.suppress(OSError):
                         total += (Path(dirpath) / name).lstat().st_size
         return CacheInfo(
-            self.root, self.location.archive_sources, packages, archives, staging, total
+            self.root, self.location.archive_sources, packages, archives, staging, total, locks
         )
 
     def clean(self, archives: bool = True, extracted: bool = True) -> tuple[int, int]:
         """Remove archives and/or extracted packages that no process is using (an entry whose
-        lock some create holds is skipped). Returns (entries removed, bytes freed)."""
+        lock some create holds is skipped), and with the extracted packages the parsed locks
+        (``MEMO``). Returns (entries removed, bytes freed)."""
         before = self.info().bytes
         removed = 0
         if not self.root.is_dir():
             return 0, 0
         sweep_stale(self.root / STAGING, "")
+        remove_stale_temporaries(self.root)  # of summaries a killed create was writing
+        if extracted:
+            shutil.rmtree(self.root / MEMO, ignore_errors=True)
         for child in sorted(self.root.iterdir()):
-            if extracted and child.is_dir() and not child.is_symlink() and child.name != STAGING:
+            if child.name in (STAGING, MEMO):
+                continue
+            if extracted and child.is_dir() and not child.is_symlink():
                 lock = child.with_name(child.name + ".lock")
                 with lock.open("a+b") as handle:
                     try:
@@ -610,6 +774,7 @@ class PackageCache:
                     shutil.rmtree(child, ignore_errors=True)
                     lock.unlink(missing_ok=True)
                     child.with_name(child.name + ".md5").unlink(missing_ok=True)
+                    child.with_name(child.name + SUMMARY_SUFFIX).unlink(missing_ok=True)
                 removed += 1
             elif archives and child.is_file() and child.name.endswith((".tar.bz2", ".conda")):
                 child.unlink(missing_ok=True)
@@ -714,7 +879,7 @@ class PackageCache:
                     "the package file changed after locking; re-lock from a channel you "
                     "trust, or restore the original file",
                 )
-            check_extracted(pkg, extracted)
+            summary = check_extracted(pkg, extracted)
             target = self.root / name
             if target.exists() or target.is_symlink():
                 shutil.rmtree(target, ignore_errors=True)
@@ -723,6 +888,7 @@ class PackageCache:
             extracted.rename(target)
             _write_lock(handle, sha_bytes.hex())
             (self.root / f"{name}.md5").write_text(md5_bytes.hex() + "\n", encoding="ascii")
+            write_summary(self.root, name, sha_bytes.hex(), summary)
             if downloaded:
                 archive.replace(self.root / archive_name(pkg))
             return outcome
@@ -798,9 +964,15 @@ class PackageCache:
     def _cached(
         self, pkg: Wanted, name: str, sha: str, outcome: Outcome, report: CacheProgress
     ) -> CachedPackage:
-        entries = read_paths(pkg.describe(), self.root / name)
-        report.fetched(pkg.name, sum(e.size or 0 for e in entries), outcome)
-        return CachedPackage(self.root / name, sha, tuple(entries), outcome)
+        """The entry's summary: the one kept beside it, or made from its paths.json again
+        (checked, as on its way in) and kept for the next create."""
+        summary = read_summary(self.root, name, sha)
+        if summary is None:
+            directory = self.root / name
+            summary = summarize(directory, read_paths(pkg.describe(), directory))
+            write_summary(self.root, name, sha, summary)
+        report.fetched(pkg.name, summary.size, outcome)
+        return CachedPackage(self.root / name, sha, summary, outcome)
 
     def _hit(self, handle: IO[bytes], name: str, algorithm: str, expected: str) -> str | None:
         """The entry's sha256 when it is in place and holds the locked archive."""
@@ -1020,10 +1192,12 @@ def read_paths(what: str, directory: Path) -> list[PathEntry]:
     return parse_paths(what, {"paths": [{"_path": f} for f in files if f]})
 
 
-def check_extracted(pkg: Wanted, directory: Path) -> list[PathEntry]:
+def check_extracted(pkg: Wanted, directory: Path) -> EntrySummary:
     """An extracted package before it enters the cache: its index.json names the locked
-    package; every paths.json entry is safe (``parse_paths``) and its file matches: a regular
-    file with the listed size and sha256, or a symlink that stays inside the prefix."""
+    package; every paths.json entry is safe (``parse_paths``), none lies under a symlink of the
+    package (``check_links_across``: a symlink listed as a file counts), and its file matches:
+    a regular file with the listed size and sha256, or a symlink that stays inside the prefix.
+    Returns the entry's summary (``write_summary`` keeps it once the entry is in place)."""
     what = pkg.describe()
     try:
         index = json.loads((directory / "info" / "index.json").read_text(encoding="utf-8"))
@@ -1037,7 +1211,9 @@ def check_extracted(pkg: Wanted, directory: Path) -> list[PathEntry]:
         )
     entries = read_paths(what, directory)
     links = {e.path: e for e in entries if e.path_type == "softlink"}
-    check_no_write_through_links({what: entries})
+    # before any lstat below: one under a symlink would follow it
+    summary = summarize(directory, entries)
+    check_links_across({what: (directory, summary)})
     for e in entries:
         full = directory / e.path
         try:
@@ -1073,7 +1249,7 @@ def check_extracted(pkg: Wanted, directory: Path) -> list[PathEntry]:
                 f"{what}: the sha256 of {e.path} differs from paths.json",
                 "the package is damaged or crafted; re-lock",
             )
-    return entries
+    return summary
 
 
 def callbacks(

@@ -474,6 +474,7 @@ def cache_info(as_json: bool = typer.Option(False, "--json", help=JSON_HELP)) ->
         "packages": info.packages,
         "archives": info.archives,
         "staging": info.staging,
+        "locks": info.locks,
         "bytes": info.bytes,
     }
     if as_json:
@@ -484,6 +485,8 @@ def cache_info(as_json: bool = typer.Option(False, "--json", help=JSON_HELP)) ->
     console.print(
         f"  {info.packages} extracted packages, {info.archives} archives, {info.bytes / 1e6:.1f} MB"
     )
+    if info.locks:
+        console.print(f"  {info.locks} parsed locks (a warm create skips parsing the YAML again)")
     if info.staging:
         console.print(f"  {info.staging} staging directories (work in progress or left over)")
     for source in info.archive_sources:

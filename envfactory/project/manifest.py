@@ -34,7 +34,8 @@ from envfactory.build.render import Additions, resolve_python
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import PLATFORMS, VARIANT_PACKAGES, Catalog, Combo, Platform
 from envfactory.errors import CatalogError, UserInputError, did_you_mean
-from envfactory.yamlio import YamlMap, YamlReader, YamlSeq, line_of, load_yaml, read_text
+from envfactory.fsio import read_text
+from envfactory.yamlio import YamlMap, YamlReader, YamlSeq, line_of, load_yaml
 
 PROJECT_FILE = "envfactory.yaml"
 LOCKS_DIR = "locks"
