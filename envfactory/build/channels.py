@@ -22,11 +22,6 @@ from pathlib import Path
 
 from envfactory.errors import UserInputError
 
-try:
-    import tomllib  # type: ignore[import-not-found,unused-ignore]
-except ModuleNotFoundError:  # pragma: no cover - python 3.10
-    import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
-
 CONFIG_FILE = "envfactory.toml"
 ENV_VAR = "ENVFACTORY_CHANNEL_MAP"
 SYNTAX_HINT = "write NAME=URL, e.g. --channel-map defaults=file:///srv/mirror/main"
@@ -86,6 +81,11 @@ def _checked(name: str, url: str, where: str) -> str:
 def _from_config(path: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
+    try:  # imported only where there is a file to read (every create looks for one)
+        import tomllib  # type: ignore[import-not-found,unused-ignore]
+    except ModuleNotFoundError:  # pragma: no cover - python 3.10
+        import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
+
     from envfactory.fsio import read_text
 
     try:
