@@ -12,11 +12,12 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from envfactory.catalog.model import CondaPin, Constraint, Platform
+from envfactory.catalog.platforms import Platform
 from envfactory.errors import ToolError
 
 if TYPE_CHECKING:  # render pulls in activation, templates and the catalog loader: create needs none
     from envfactory.build.render import EnvironmentSpec
+    from envfactory.catalog.model import CondaPin, Constraint  # create needs no catalog model
 
 Manager = Literal["conda", "pip"]
 

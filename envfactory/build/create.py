@@ -58,7 +58,7 @@ from envfactory.build.pkgcache import (
     handling,
     sweep_stale,
 )
-from envfactory.catalog.model import Platform, host_platform
+from envfactory.catalog.platforms import Platform, host_platform
 from envfactory.errors import ToolError, UserInputError
 from envfactory.progress import Progress
 from envfactory.untrusted import PIP_NAME, SHA256
@@ -427,8 +427,15 @@ def check_installed(
                     f"{what}: {rel} is missing after linking", "report this as a bug"
                 )
             kind, inode = found
-            full = f"{root}/{rel}"  # plain strings: this runs once per installed file
             path_type = raw.get("path_type", "hardlink")
+            if (
+                kind == "file"
+                and path_type == "hardlink"
+                and inode in linked
+                and not raw.get("prefix_placeholder")
+            ):
+                continue  # the cache's own file (most of them): checked on its way in
+            full = f"{root}/{rel}"  # plain strings: this runs once per installed file
             if path_type == "softlink":
                 if kind != "link":
                     raise UnsafePackage(f"{what}: {rel} should be a symlink", "re-lock")
@@ -448,8 +455,6 @@ def check_installed(
             if raw.get("prefix_placeholder"):
                 expected = raw.get("sha256_in_prefix") or raw.get("sha256")
             else:
-                if inode in linked:
-                    continue  # the cache's own file, checked when it entered the cache
                 expected = raw.get("sha256")
                 size = raw.get("size_in_bytes")
                 st = os.lstat(full)

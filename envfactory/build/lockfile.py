@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from envfactory.build.checks import LockedPackage
-from envfactory.catalog.model import Platform
+from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
 
 LOCK_HINT = (

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envfactory.catalog.model import PLATFORMS, Platform
+from envfactory.catalog.platforms import PLATFORMS, Platform
 from envfactory.errors import CatalogError, UserInputError
 
 METADATA_VERSION = 1

@@ -26,7 +26,7 @@ from rattler import (
 from rattler.exceptions import GatewayError, InstallerError, InvalidMatchSpecError, SolverError
 
 from envfactory.build.checks import LockedPackage, dependency_name
-from envfactory.catalog.model import Platform
+from envfactory.catalog.platforms import Platform
 from envfactory.errors import ToolError, UserInputError
 
 

@@ -8,16 +8,17 @@ compat, doctor) reads these records, never the YAML.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar, get_args
 
+from envfactory.catalog.platforms import PLATFORMS as PLATFORMS
+from envfactory.catalog.platforms import OperatingSystem as OperatingSystem
+from envfactory.catalog.platforms import Platform as Platform
+from envfactory.catalog.platforms import host_platform as host_platform
+from envfactory.catalog.platforms import os_of as os_of
+from envfactory.catalog.platforms import parse_platform as parse_platform
 from envfactory.errors import UserInputError, did_you_mean
-
-Platform = Literal["linux-64", "win-64"]
-PLATFORMS: tuple[Platform, ...] = get_args(Platform)
-OperatingSystem = Literal["linux", "windows"]
 
 RouteKind = Literal["conda", "conda-cuda+pip", "pip-and-cuda"]
 ROUTES: tuple[RouteKind, ...] = get_args(RouteKind)
@@ -43,10 +44,6 @@ VARIANT_PACKAGES = frozenset(
 )
 
 T = TypeVar("T")
-
-
-def os_of(platform: Platform) -> OperatingSystem:
-    return "windows" if platform.startswith("win") else "linux"
 
 
 @dataclass(frozen=True)
@@ -283,24 +280,3 @@ class Catalog:
 
 def _version_key(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text))
-
-
-def host_platform() -> Platform:
-    """The lock platform of the machine running envfactory."""
-    if sys.platform.startswith("win"):
-        return "win-64"
-    if sys.platform.startswith("linux"):
-        return "linux-64"
-    raise UserInputError(
-        f"no lock platform for this machine ({sys.platform})",
-        f"envfactory locks {', '.join(PLATFORMS)}; pass --platform to choose one of them",
-    )
-
-
-def parse_platform(text: str) -> Platform:
-    for platform in PLATFORMS:
-        if text == platform:
-            return platform
-    raise UserInputError(
-        f"unknown platform '{text}'", did_you_mean(text, PLATFORMS, "envfactory render --help")
-    )

@@ -14,7 +14,7 @@ from envfactory.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS_FOUND, User
 
 if TYPE_CHECKING:  # each command imports what it uses when it runs
     from envfactory.build.lock import LockRequest
-    from envfactory.catalog.model import Platform
+    from envfactory.catalog.platforms import Platform
 
 JSON_HELP = "Print machine-readable JSON instead of text."
 COMBO_HELP = "Combo name, e.g. tf114-cuda100 (see 'envfactory list')."
@@ -58,7 +58,7 @@ def _lock_targets(
     from envfactory.build.channels import CONFIG_FILE, load_channel_map
     from envfactory.build.lock import SOLVERS, LockRequest, read_virtual_spec
     from envfactory.catalog.loader import load_catalog
-    from envfactory.catalog.model import parse_platform
+    from envfactory.catalog.platforms import parse_platform
     from envfactory.project.manifest import PROJECT_FILE, find_project, lock_request
 
     kind = choose(solver, SOLVERS, "--solver")
@@ -338,7 +338,7 @@ def create(
     """
     from envfactory.build.channels import CONFIG_FILE, load_channel_map
     from envfactory.build.create import create_environment
-    from envfactory.catalog.model import parse_platform
+    from envfactory.catalog.platforms import parse_platform
     from envfactory.project.targets import lock_target, named_prefix
 
     if prefix is not None and name is not None:
