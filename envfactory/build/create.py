@@ -57,6 +57,7 @@ from envfactory.build.pkgcache import (
     check_links_across,
     handling,
     sweep_stale,
+    tree,
 )
 from envfactory.catalog.platforms import Platform, host_platform
 from envfactory.errors import ToolError, UserInputError
@@ -362,6 +363,11 @@ def _import_the_rest() -> None:
     environment()
 
 
+def _file_inodes(root: str) -> set[int]:
+    """The inodes of the regular files under ``root`` (symlinks not followed)."""
+    return {inode for kind, inode in tree(root).values() if kind == "file"}
+
+
 def cache_inodes(sources: Sequence[str], device: int) -> dict[str, set[int]]:
     """The inodes of the regular files of each cache entry in ``sources`` that is on
     ``device`` (a prefix there can hold hard links to them; elsewhere rattler copies)."""
@@ -399,7 +405,7 @@ def check_installed(
             )
         records.append(record)
     root = os.fspath(prefix)
-    installed = _tree(root)  # relative path -> (kind, inode), real directories only
+    installed = tree(root)  # relative path -> (kind, inode), real directories only
     device = prefix.stat().st_dev
     for record in records:
         what = f"{record['name']} {record['version']} {record['build']}"
@@ -469,43 +475,6 @@ def check_installed(
                     f"{what}: the sha256 of {rel} after linking differs from paths.json",
                     "the cache entry changed; 'envfactory cache clean' and run again",
                 )
-
-
-def _file_inodes(root: str) -> set[int]:
-    """The inodes of the regular files under ``root`` (symlinks not followed)."""
-    out: set[int] = set()
-    stack = [root]
-    while stack:
-        with os.scandir(stack.pop()) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                elif entry.is_file(follow_symlinks=False):
-                    out.add(entry.inode())
-    return out
-
-
-def _tree(root: str) -> dict[str, tuple[str, int]]:
-    """Every entry under ``root`` by relative path: its kind (``dir``, ``file``, ``link`` or
-    ``other``) and inode, from one ``scandir`` per directory; symlinks are not followed, so
-    nothing under a symlinked directory is listed."""
-    out: dict[str, tuple[str, int]] = {}
-    stack = [("", root)]
-    while stack:
-        rel_dir, directory = stack.pop()
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                rel = f"{rel_dir}{entry.name}"
-                if entry.is_symlink():
-                    out[rel] = ("link", entry.inode())
-                elif entry.is_dir(follow_symlinks=False):
-                    out[rel] = ("dir", entry.inode())
-                    stack.append((f"{rel}/", entry.path))
-                elif entry.is_file(follow_symlinks=False):
-                    out[rel] = ("file", entry.inode())
-                else:
-                    out[rel] = ("other", entry.inode())
-    return out
 
 
 def _apply_umask(prefix: Path, written: Sequence[Path], umask: int) -> None:

@@ -305,28 +305,6 @@ def _parse_paths_one_by_one(what: str, raws: list[Any]) -> list[PathEntry]:
     return out
 
 
-def check_no_write_through_links(packages: Mapping[str, Sequence[PathEntry]]) -> None:
-    """Across all packages of one prefix: no entry lies under a path that some package
-    installs as a symlink (rattler would create the file through the link, wherever it
-    points), and no symlink is also another package's directory."""
-    links: dict[str, str] = {}
-    for what, entries in packages.items():
-        for e in entries:
-            if e.path_type == "softlink":
-                links.setdefault(e.path, what)
-    if not links:
-        return
-    for what, entries in packages.items():
-        for e in entries:
-            parts = e.path.split("/")
-            for i in range(1, len(parts)):
-                parent = "/".join(parts[:i])
-                if parent in links:
-                    raise _refuse(
-                        what, e.path, f"lies under {parent!r}, a symlink ({links[parent]})"
-                    )
-
-
 class EntrySummary(NamedTuple):
     """What a create needs of a checked cache entry, kept beside it (``<name>.checked.json``) so
     that a warm create reads a few hundred bytes per package instead of parsing its whole
@@ -371,9 +349,24 @@ def summarize(directory: Path, entries: Sequence[PathEntry]) -> EntrySummary:
 
 def _walk_entry(root: str) -> tuple[list[str], set[int]]:
     """The relative paths of the symlinks under ``root`` and the inodes of its regular files
-    (one ``scandir`` per directory, none followed; ``info/`` skipped: it is never linked)."""
+    (``info/`` left out: it is never linked)."""
     symlinks: list[str] = []
     inodes: set[int] = set()
+    for rel, (kind, inode) in tree(root).items():
+        if rel == "info" or rel.startswith("info/"):
+            continue
+        if kind == "link":
+            symlinks.append(rel)
+        elif kind == "file":
+            inodes.add(inode)
+    return symlinks, inodes
+
+
+def tree(root: str) -> dict[str, tuple[str, int]]:
+    """Every entry under ``root`` by relative path: its kind (``dir``, ``file``, ``link`` or
+    ``other``) and inode, from one ``scandir`` per directory; symlinks are not followed, so
+    nothing under a symlinked directory is listed."""
+    out: dict[str, tuple[str, int]] = {}
     stack = [("", root)]
     while stack:
         rel_dir, directory = stack.pop()
@@ -381,19 +374,22 @@ def _walk_entry(root: str) -> tuple[list[str], set[int]]:
             for entry in entries:
                 rel = f"{rel_dir}{entry.name}"
                 if entry.is_symlink():
-                    symlinks.append(rel)
+                    out[rel] = ("link", entry.inode())
                 elif entry.is_dir(follow_symlinks=False):
-                    if rel != "info":
-                        stack.append((f"{rel}/", entry.path))
+                    out[rel] = ("dir", entry.inode())
+                    stack.append((f"{rel}/", entry.path))
                 elif entry.is_file(follow_symlinks=False):
-                    inodes.add(entry.inode())
-    return symlinks, inodes
+                    out[rel] = ("file", entry.inode())
+                else:
+                    out[rel] = ("other", entry.inode())
+    return out
 
 
 def check_links_across(packages: Mapping[str, tuple[Path, EntrySummary]]) -> None:
-    """``check_no_write_through_links`` over the summaries of the packages of one prefix
-    (each with its entry's directory): no directory above a listed path of one package is a
-    symlink of any package (itself included). The error names the first entry under that
+    """Across the packages of one prefix, from their summaries (each with its entry's
+    directory): no entry lies under a path that some package, itself included, installs as a
+    symlink (rattler would create the file through the link, wherever it points), and so no
+    symlink is also another package's directory. The error names the first entry under that
     symlink, read from the entry's paths.json."""
     links: dict[str, str] = {}
     for what, (_directory, summary) in packages.items():
