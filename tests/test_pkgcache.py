@@ -489,6 +489,18 @@ def test_a_summary_holds_only_for_the_paths_json_and_archive_it_was_made_from(
     assert read_summary(root, name, sha) is not None
 
 
+def listed_as_files(name: str, symlinks: dict[str, str], also: tuple[str, ...] = ()) -> Crafted:
+    """A package holding ``share/real/f`` and ``symlinks`` whose paths.json lists every path
+    (the symlinks and ``also`` included) as a hard link."""
+    listed = sorted(["share/real/f", *symlinks, *also])
+    return Crafted(
+        name,
+        files={"share/real/f": b"f\n"},
+        symlinks=symlinks,
+        paths=[{"_path": path, "path_type": "hardlink"} for path in listed],
+    )
+
+
 def test_summaries_give_the_verdicts_of_the_entries(tmp_path: Path) -> None:
     """check_links_across over summaries refuses what a walk over every entry refuses: an
     entry under a symlink of another package, or of its own, naming that entry; a symlink
@@ -514,15 +526,7 @@ def test_summaries_give_the_verdicts_of_the_entries(tmp_path: Path) -> None:
     assert "writer: refused: paths.json entry 'etc/conf/x'" in info.value.message
     assert "lies under 'etc/conf', a symlink (linker)" in info.value.message
     # a symlink listed as a hard link: held as a symlink by the entry, so it counts
-    sneaky = Crafted(
-        "sneaky",
-        files={"share/real/f": b"f\n"},
-        symlinks={"etc/conf": "../share/real"},
-        paths=[
-            {"_path": "etc/conf", "path_type": "hardlink"},
-            {"_path": "share/real/f", "path_type": "hardlink"},
-        ],
-    )
+    sneaky = listed_as_files("sneaky", {"etc/conf": "../share/real"})
     write_crafted(tmp_path / "ch", sneaky)
     es = entry(sneaky)
     assert es[1].links == frozenset({"etc/conf"})
@@ -533,16 +537,7 @@ def test_summaries_give_the_verdicts_of_the_entries(tmp_path: Path) -> None:
 def test_a_package_with_a_file_under_its_own_symlink_never_enters(tmp_path: Path) -> None:
     """Within one package too, counting a symlink that paths.json lists as a file: refused
     before any file of it is looked at (an lstat under the symlink would follow it)."""
-    pkg = Crafted(
-        "selfish",
-        files={"share/real/f": b"f\n"},
-        symlinks={"lib/d": "../share/real"},
-        paths=[
-            {"_path": "lib/d", "path_type": "hardlink"},
-            {"_path": "lib/d/f", "path_type": "hardlink"},
-            {"_path": "share/real/f", "path_type": "hardlink"},
-        ],
-    )
+    pkg = listed_as_files("selfish", {"lib/d": "../share/real"}, also=("lib/d/f",))
     lock = crafted_lock(tmp_path, [pkg])
     cache = cache_at(tmp_path / "cache")
     with pytest.raises(UnsafePackage, match=r"'lib/d/f'.*lies under 'lib/d'"):

@@ -316,6 +316,7 @@ def create_environment(
                 # the entries' files, for the post-link check: where the prefix can hold hard
                 # links to them at all (rattler copies across filesystems)
                 linkable = staging.path.stat().st_dev == cache.root.stat().st_dev
+                sources = {str(c.directory) for c in lease}
                 inodes = {
                     str(c.directory): set(c.summary.inodes) if linkable else set() for c in lease
                 }
@@ -326,7 +327,7 @@ def create_environment(
                     # what comes after the link, imported while rattler links
                     meanwhile=_import_the_rest if meta.activation or meta.combo else None,
                 )
-                check_installed(staging.path, set(inodes), inodes)
+                check_installed(staging.path, sources, inodes)
             if wheels:
                 say(f"installing {len(wheels)} pip wheels (hashes checked by pip --require-hashes)")
                 pypi.install_wheels(wheels, staging.path, target_platform, python, glibc)
@@ -385,11 +386,11 @@ def check_installed(
     size (``sha256_in_prefix`` where the prefix was patched in); a symlink points inside the
     prefix.
 
-    The prefix and each cache entry are walked once with ``scandir`` (the kind and inode of
-    every entry come with the directory listing), not one ``lstat`` per file and per cache
-    file: this runs on every create, over every file of the environment. ``inodes`` is
-    the entries' inodes by directory when the caller has them (create: from the entries'
-    summaries, ``pkgcache.EntrySummary``); an entry missing from it is walked here."""
+    The prefix is walked once with ``scandir`` (``pkgcache.tree``: the kind and inode of every
+    entry come with the directory listing), not one ``lstat`` per file: this runs on every
+    create, over every file of the environment. ``inodes`` is the entries' inodes by directory
+    when the caller has them (create: from the entries' summaries, ``pkgcache.EntrySummary``);
+    an entry missing from it is walked here."""
     from envfactory.build.pkgcache import _digest
 
     records = []

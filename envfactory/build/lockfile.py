@@ -81,10 +81,10 @@ def load_document(path: Path, memo: Path | None = None) -> dict[Any, Any]:
     """The YAML mapping of ``path``, bounded and read with libyaml (``yaml.CSafeLoader``).
 
     With ``memo``, the document is first looked up there as JSON by the sha256 of the text
-    (``<sha256>.json``) and, when it is not, kept there after reading, if JSON holds it exactly
-    (no dates, no non-string keys). A warm ``create`` then skips importing PyYAML and parsing
-    (~40 ms of a 72 KB lock, issue 11). The text is read every time, so an edited lock is a new
-    key; the memo directory is as trusted as the package cache it lives in."""
+    (``<sha256>-<MEMO_FORMAT>.json``) and, when it is not, kept there after reading, if JSON
+    holds it exactly (no dates, no non-string keys). A warm ``create`` then skips importing
+    PyYAML and parsing (~40 ms of a 72 KB lock, issue 11). The text is read every time, so an
+    edited lock is a new key; the memo directory is as trusted as the package cache it lives in."""
     from envfactory.fsio import read_text
 
     try:
@@ -95,17 +95,16 @@ def load_document(path: Path, memo: Path | None = None) -> dict[Any, Any]:
         ) from None
     except OSError as exc:
         raise UserInputError(f"cannot read {path}: {exc.strerror}", LOCK_HINT) from None
-    key = None
-    if memo is not None:
-        import hashlib
+    if memo is None:
+        return _parse_yaml(path, text)
+    import hashlib
 
-        key = f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}-{MEMO_FORMAT}.json"
-        kept = _recall(memo / key)
-        if kept is not None:
-            return kept
+    key = f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}-{MEMO_FORMAT}.json"
+    kept = _recall(memo / key)
+    if kept is not None:
+        return kept
     content = _parse_yaml(path, text)
-    if memo is not None and key is not None:
-        _remember(memo, key, content)
+    _remember(memo, key, content)
     return content
 
 
