@@ -147,8 +147,8 @@ def url_problem(url: str) -> str | None:
         return "it is empty"
     # conda-lock writes a channel token as this placeholder (conda.anaconda.org/t/<TOKEN>/...).
     url = url.replace("/t/<TOKEN>/", "/t/TOKEN/", 1)
-    bad = next((c for c in url if not (33 <= ord(c) <= 126)), None)
-    if bad is not None:
+    if not (url.isascii() and url.isprintable()) or " " in url:  # outside '!'..'~'
+        bad = next(c for c in url if not (33 <= ord(c) <= 126))
         return f"it contains {_show(bad)}"
     if not URL.fullmatch(url):
         scheme = url.partition("://")[0] if "://" in url else ""

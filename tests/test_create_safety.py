@@ -14,9 +14,11 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,6 +28,7 @@ from crafted import Crafted, crafted_lock, write_crafted, write_lock
 
 from envfactory.build.checks import LockedPackage
 from envfactory.build.create import (
+    Linked,
     _to_the_end,
     cache_inodes,
     check_installed,
@@ -35,10 +38,12 @@ from envfactory.build.create import (
 from envfactory.build.pkgcache import (
     STAGING,
     CacheLocation,
+    EntrySummary,
     PackageCache,
     Staging,
     UnsafePackage,
     interrupts_deferred,
+    read_summary,
 )
 from envfactory.build.verify import verify_environment
 from envfactory.errors import ToolError, UserInputError
@@ -488,28 +493,56 @@ def test_interrupted_create_leaves_nothing_and_a_rerun_succeeds(
     assert cut >= 2, f"only {cut} of {len(points)} signals arrived before create finished"
 
 
-def _linked_env(tmp_path: Path) -> tuple[Path, set[str]]:
-    """A created environment of one package with a file, a nested file and a symlink, and the
-    cache entries it was linked from (what create hands ``check_installed``)."""
-    pkg = Crafted(
-        "linked",
-        files={"share/l/a.txt": b"a\n", "share/l/deep/b.txt": b"b\n", "lib/libl.so.1": b"so\n"},
-        symlinks={"lib/libl.so": "libl.so.1"},
-    )
+PLACEHOLDER = "/opt/anaconda1anaconda2anaconda3"
+
+
+def _linked_env(tmp_path: Path, placeholder: bool = False) -> tuple[Path, str, str]:
+    """A created environment of one package with a file, a nested file and a symlink (and,
+    with ``placeholder``, a text file the prefix is patched into); the name of its record in
+    conda-meta/ and the cache entry it was linked from."""
+    files = {"share/l/a.txt": b"a\n", "share/l/deep/b.txt": b"b\n", "lib/libl.so.1": b"so\n"}
+    paths: list[dict[str, object]] | None = None
+    if placeholder:
+        script = f"#!{PLACEHOLDER}/bin/python\n".encode()
+        files["bin/tool"] = script
+        paths = [
+            *(entry(path, data) for path, data in files.items() if path != "bin/tool"),
+            entry("bin/tool", script, prefix_placeholder=PLACEHOLDER, file_mode="text"),
+            {"_path": "lib/libl.so", "path_type": "softlink"},
+        ]
+    pkg = Crafted("linked", files=files, symlinks={"lib/libl.so": "libl.so.1"}, paths=paths)
     lock = crafted_lock(tmp_path / "in", [pkg])
     env = tmp_path / "env"
     create_environment(lock, env, platform="linux-64", cache=cache_at(tmp_path / "cache"))
-    return env, {str(tmp_path / "cache" / "linked-1.0-h0_0")}
+    return env, "linked-1.0-h0_0", str(tmp_path / "cache" / "linked-1.0-h0_0")
 
 
-def test_check_installed_passes_what_create_linked(tmp_path: Path) -> None:
-    env, sources = _linked_env(tmp_path)
-    check_installed(env, sources)
+def _summary(source: str) -> EntrySummary:
+    root, name = source.rsplit("/", 1)
+    sha = Path(f"{source}.lock").read_bytes()[8:].hex()
+    summary = read_summary(Path(root), name, sha)
+    assert summary is not None
+    return summary
+
+
+def _linked(source: str, how: str) -> Linked:
+    """What create hands ``check_installed`` (the entry's summary), or the entry alone, which
+    the check then walks itself."""
+    return Linked(source, _summary(source) if how == "summary" else None)
+
+
+HOW = pytest.mark.parametrize("how", ["summary", "entry-walked"])
+
+
+@HOW
+def test_check_installed_passes_what_create_linked(tmp_path: Path, how: str) -> None:
+    env, name, source = _linked_env(tmp_path)
+    check_installed(env, {name: _linked(source, how)})
     # a copy with the listed content is fine too (where hard links cannot be made)
     data = (env / "share/l/a.txt").read_bytes()
     (env / "share/l/a.txt").unlink()
     (env / "share/l/a.txt").write_bytes(data)
-    check_installed(env, sources)
+    check_installed(env, {name: _linked(source, how)})
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -526,21 +559,21 @@ def _replace(path: Path, data: bytes) -> None:
         ("dir-is-symlink", "share/l/deep in the new prefix is not a directory"),
         ("link-is-file", "lib/libl.so should be a symlink"),
         ("link-leaves", "is a symlink to '/etc/passwd', outside the prefix"),
-        ("foreign-source", "linked from /elsewhere, not from the checked cache entry"),
+        ("extra-record", "conda-meta/other-1.0-h0_0.json: a record of a package that create "
+         "did not link"),
+        ("no-record", "conda-meta/ has no record of linked-1.0-h0_0 after linking"),
+        ("broken-record", "conda-meta/linked-1.0-h0_0.json is not a record rattler wrote"),
     ],
-)
-@pytest.mark.parametrize(
-    "walked", [False, True], ids=["entries-walked-here", "walked-while-linking"]
-)
+)  # fmt: skip
+@HOW
 def test_check_installed_finds_what_differs_from_paths_json(
-    tmp_path: Path, case: str, words: str, walked: bool
+    tmp_path: Path, case: str, words: str, how: str
 ) -> None:
     """The check after linking, on an environment changed after the fact: each way an
-    installed file can differ from the package's paths.json is an error naming the file; the
-    same when the cache entries' inodes were walked beforehand (create does it while rattler
-    links)."""
-    env, sources = _linked_env(tmp_path)
-    inodes = cache_inodes(sorted(sources), env.stat().st_dev) if walked else None
+    installed file can differ from the package's paths.json is an error naming the file, with
+    the entry's summary (as create runs it) and without one (the entry walked here)."""
+    env, name, source = _linked_env(tmp_path)
+    record = env / "conda-meta" / f"{name}.json"
     if case == "altered":
         _replace(env / "share/l/a.txt", b"A\n")
     elif case == "resized":
@@ -560,28 +593,116 @@ def test_check_installed_finds_what_differs_from_paths_json(
     elif case == "link-leaves":
         (env / "lib/libl.so").unlink()
         (env / "lib/libl.so").symlink_to("/etc/passwd")
-    elif case == "foreign-source":
-        record = next((env / "conda-meta").glob("linked-*.json"))
-        doc = json.loads(record.read_text(encoding="utf-8"))
-        doc["extracted_package_dir"] = "/elsewhere"
-        record.write_text(json.dumps(doc), encoding="utf-8")
+    elif case == "extra-record":
+        shutil.copy(record, env / "conda-meta" / "other-1.0-h0_0.json")
+    elif case == "no-record":
+        record.unlink()
+    elif case == "broken-record":
+        record.write_text("{not json", encoding="utf-8")
+        _replace(env / "share/l/a.txt", b"A\n")  # so that even a proven package is read
     with pytest.raises((ToolError, UnsafePackage)) as info:
-        check_installed(env, sources, inodes)
+        check_installed(env, {name: _linked(source, how)})
     assert words in info.value.message
 
 
-def test_the_entries_walked_while_linking_are_what_the_check_walks(tmp_path: Path) -> None:
-    env, sources = _linked_env(tmp_path)
-    (source,) = sources
-    inodes = cache_inodes([source], env.stat().st_dev)
-    files = [p for p in Path(source).rglob("*") if p.is_file() and not p.is_symlink()]
-    assert inodes == {source: {p.stat().st_ino for p in files}}
-    assert len(files) >= 4  # the three files and info/
+def _relink_from(record: Path, source: str) -> None:
+    doc = json.loads(record.read_text(encoding="utf-8"))
+    doc["extracted_package_dir"] = source
+    record.write_text(json.dumps(doc), encoding="utf-8")
+
+
+def test_a_record_naming_another_entry_is_refused_when_the_record_is_read(
+    tmp_path: Path,
+) -> None:
+    """A record is read, and must name the entry the package was linked from, wherever the
+    summary does not prove the package on its own: without a summary, once any of its files
+    differs from the summary, and always for a package the prefix is patched into."""
+    env, name, source = _linked_env(tmp_path)
+    record = env / "conda-meta" / f"{name}.json"
+    _relink_from(record, "/elsewhere")
+    text = record.read_text(encoding="utf-8")
+    with pytest.raises(ToolError, match="linked from /elsewhere, not from the checked cache"):
+        check_installed(env, {name: Linked(source)})
+    # proven by the summary (every file the entry's inode, every symlink inside): not read ...
+    check_installed(env, {name: _linked(source, "summary")})
+    record.write_text("{not json", encoding="utf-8")
+    check_installed(env, {name: _linked(source, "summary")})
+    # ... until a file differs: then it is, and held to the entry
+    record.write_text(text, encoding="utf-8")
+    _replace(env / "share/l/a.txt", b"a\n")  # the listed content, but not the entry's file
+    with pytest.raises(ToolError, match="linked from /elsewhere"):
+        check_installed(env, {name: _linked(source, "summary")})
+
+
+def test_a_package_patched_with_the_prefix_is_always_checked_by_its_record(
+    tmp_path: Path,
+) -> None:
+    env, name, source = _linked_env(tmp_path / "p", placeholder=True)
+    summary = _summary(source)
+    assert not summary.complete
+    assert "bin/tool" not in dict(summary.files)
+    assert (env / "bin/tool").read_text().startswith(f"#!{env}/bin/python")
+    check_installed(env, {name: Linked(source, summary)})
+    _relink_from(env / "conda-meta" / f"{name}.json", "/elsewhere")
+    with pytest.raises(ToolError, match="linked from /elsewhere"):
+        check_installed(env, {name: Linked(source, summary)})
+
+
+def test_the_summary_lists_what_the_check_walks(tmp_path: Path) -> None:
+    """The summary create hands the check holds the entry's files as the entry holds them:
+    each listed file with its inode there (which the prefix's hard links share), the
+    symlink, and the inodes of all the entry's regular files (info/ left out)."""
+    env, _name, source = _linked_env(tmp_path)
+    summary = _summary(source)
+    files = {
+        p.relative_to(source).as_posix(): p.stat().st_ino
+        for p in Path(source).rglob("*")
+        if p.is_file() and not p.is_symlink() and "info" not in p.relative_to(source).parts
+    }
+    assert dict(summary.files) == files
+    assert sorted(files) == ["lib/libl.so.1", "share/l/a.txt", "share/l/deep/b.txt"]
+    assert summary.links == frozenset({"lib/libl.so"})
+    assert summary.complete
+    assert summary.inodes == frozenset(files.values())
+    assert cache_inodes([source], env.stat().st_dev) == {
+        source: {
+            p.stat().st_ino for p in Path(source).rglob("*") if p.is_file() and not p.is_symlink()
+        }
+    }
     # hard links: the prefix's files are those inodes
-    assert (env / "share/l/a.txt").stat().st_ino in inodes[source]
-    check_installed(env, sources, inodes)
+    assert (env / "share/l/a.txt").stat().st_ino == files["share/l/a.txt"]
     # an entry on another device is never hard-linked: no inodes to accept
     assert cache_inodes([source], env.stat().st_dev + 1) == {source: set()}
+
+
+def test_an_entry_on_another_filesystem_is_never_taken_for_the_prefix_s_files(
+    tmp_path: Path,
+) -> None:
+    """Inode numbers are per filesystem: where the cache is on another one (rattler copies),
+    a prefix file whose inode equals the summary's is not the entry's, so every file is held
+    to its sha256. Here the entry is moved to /dev/shm (tmpfs) after linking, so the prefix's
+    files keep the inodes the summary lists; one is changed in place."""
+    env, name, source = _linked_env(tmp_path)
+    elsewhere = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        assert elsewhere.stat().st_dev != env.stat().st_dev
+        moved = str(elsewhere / name)
+        shutil.copytree(source, moved, symlinks=True)
+        Path(f"{moved}.lock").write_bytes(Path(f"{source}.lock").read_bytes())
+        summary = _summary(source)
+        record = env / "conda-meta" / f"{name}.json"
+        _relink_from(record, moved)
+        check_installed(env, {name: Linked(moved, summary)})
+        with (env / "share/l/a.txt").open("r+b") as file:
+            file.write(b"A")  # in place: the inode stays
+        assert (env / "share/l/a.txt").stat().st_ino == dict(summary.files)["share/l/a.txt"]
+        with pytest.raises(UnsafePackage, match=r"the sha256 of share/l/a\.txt after linking"):
+            check_installed(env, {name: Linked(moved, summary)})
+        # on the same filesystem the file is the entry's own (trusted as far as the cache)
+        _relink_from(record, source)
+        check_installed(env, {name: Linked(source, summary)})
+    finally:
+        shutil.rmtree(elsewhere)
 
 
 def test_work_is_waited_for_when_what_runs_meanwhile_fails(tmp_path: Path) -> None:

@@ -445,7 +445,10 @@ def test_a_warm_create_reads_the_summaries_not_paths_json(
     assert verify_environment(tmp_path / "b").identical
 
 
-@pytest.mark.parametrize("change", ["paths.json", "sha256", "format", "garbage", "missing"])
+@pytest.mark.parametrize(
+    "change",
+    ["paths.json", "sha256", "format", "garbage", "missing", "misaligned", "not-an-inode"],
+)
 def test_a_summary_holds_only_for_the_paths_json_and_archive_it_was_made_from(
     tmp_path: Path, change: str
 ) -> None:
@@ -480,6 +483,13 @@ def test_a_summary_holds_only_for_the_paths_json_and_archive_it_was_made_from(
         summary_path.write_text(json.dumps(doc))
     elif change == "garbage":
         summary_path.write_text("{not json")
+    elif change == "misaligned":  # a path without its inode
+        assert doc["files"] and doc["file_inodes"]
+        doc["file_inodes"] = doc["file_inodes"][:-1]
+        summary_path.write_text(json.dumps(doc))
+    elif change == "not-an-inode":
+        doc["file_inodes"] = [str(i) for i in doc["file_inodes"]]
+        summary_path.write_text(json.dumps(doc))
     else:
         summary_path.unlink()
     assert read_summary(root, name, sha) is None

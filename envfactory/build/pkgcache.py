@@ -315,27 +315,50 @@ class EntrySummary(NamedTuple):
     directory above a listed path (``check_links_across``); ``inodes``: the entry's regular
     files when it was checked (a file of the new prefix with one of them is a hard link to a
     checked file: ``create.check_installed``); ``size``: the listed bytes (for the progress
-    bar)."""
+    bar); ``files``: each listed path that the prefix gets as a hard link to the entry (a
+    regular file listed as ``hardlink`` without a prefix placeholder) with the inode it has in
+    the entry; ``complete``: ``files`` and ``links`` are all the listed paths, so a prefix
+    that holds each of them as that inode, or as a symlink, is proven without reading the
+    record rattler wrote for the package (``create.check_installed``)."""
 
     links: frozenset[str]
     parents: frozenset[str]
     inodes: frozenset[int]
     size: int
+    files: tuple[tuple[str, int], ...] = ()
+    complete: bool = False
 
 
 SUMMARY_SUFFIX = ".checked.json"
-SUMMARY_FORMAT = 2
+SUMMARY_FORMAT = 3
 
 
 def summarize(directory: Path, entries: Sequence[PathEntry]) -> EntrySummary:
     """The ``EntrySummary`` of the extracted package at ``directory`` with these entries."""
-    listed = {e.path for e in entries}
-    symlinks, inodes = _walk_entry(os.fspath(directory))
+    walked = {
+        rel: found
+        for rel, found in tree(os.fspath(directory)).items()
+        if rel != "info" and not rel.startswith("info/")  # never linked
+    }
     links = {e.path for e in entries if e.path_type == "softlink"}
-    links.update(rel for rel in symlinks if rel in listed)
+    links.update(e.path for e in entries if walked.get(e.path, ("",))[0] == "link")
+    files: list[tuple[str, int]] = []
+    complete = True
     parents: set[str] = set()
     for e in entries:
         path = e.path
+        found = walked.get(path)
+        if path in links:
+            pass
+        elif (
+            found is not None
+            and found[0] == "file"
+            and e.path_type == "hardlink"
+            and e.placeholder is None
+        ):
+            files.append((path, found[1]))
+        else:
+            complete = False  # a directory entry, or a file rattler writes itself
         cut = path.rfind("/")
         while cut > 0:
             path = path[:cut]
@@ -343,23 +366,9 @@ def summarize(directory: Path, entries: Sequence[PathEntry]) -> EntrySummary:
                 break  # and so are the directories above it
             parents.add(path)
             cut = path.rfind("/")
+    inodes = frozenset(inode for kind, inode in walked.values() if kind == "file")
     size = sum(e.size or 0 for e in entries)
-    return EntrySummary(frozenset(links), frozenset(parents), frozenset(inodes), size)
-
-
-def _walk_entry(root: str) -> tuple[list[str], set[int]]:
-    """The relative paths of the symlinks under ``root`` and the inodes of its regular files
-    (``info/`` left out: it is never linked)."""
-    symlinks: list[str] = []
-    inodes: set[int] = set()
-    for rel, (kind, inode) in tree(root).items():
-        if rel == "info" or rel.startswith("info/"):
-            continue
-        if kind == "link":
-            symlinks.append(rel)
-        elif kind == "file":
-            inodes.add(inode)
-    return symlinks, inodes
+    return EntrySummary(frozenset(links), frozenset(parents), inodes, size, tuple(files), complete)
 
 
 def tree(root: str) -> dict[str, tuple[str, int]]:
@@ -412,13 +421,13 @@ def check_links_across(packages: Mapping[str, tuple[Path, EntrySummary]]) -> Non
         )
 
 
-def _paths_signature(directory: Path) -> list[int] | None:
+def _paths_signature(directory: Path | str) -> list[int] | None:
     """Inode, size, mtime and ctime of the entry's ``info/paths.json`` (or ``info/files``): a
     summary holds only for the file it was made from (extraction keeps the archive's mtime;
     any write, chmod or new hard link changes the ctime)."""
     for name in ("paths.json", "files"):
         try:
-            st = (directory / "info" / name).stat()
+            st = os.stat(f"{directory}/info/{name}")  # noqa: PTH116 (for every entry)
         except OSError:
             continue
         return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
@@ -438,7 +447,11 @@ def write_summary(root: Path, name: str, sha256: str, summary: EntrySummary) -> 
         "size": summary.size,
         "links": sorted(summary.links),
         "parents": sorted(summary.parents),
-        "inodes": sorted(summary.inodes),
+        "files": "\n".join(path for path, _ in summary.files),
+        "file_inodes": [inode for _, inode in summary.files],
+        # the entry's other regular files (their inodes are in file_inodes already)
+        "inodes": sorted(summary.inodes.difference(inode for _, inode in summary.files)),
+        "complete": summary.complete,
     }
     write_cached(root / f"{name}{SUMMARY_SUFFIX}", json.dumps(doc, separators=(",", ":")))
 
@@ -447,28 +460,45 @@ def read_summary(root: Path, name: str, sha256: str) -> EntrySummary | None:
     """The summary kept beside ``root/name`` when it was made for this archive (``sha256``)
     from the entry's current paths.json; None otherwise."""
     try:
-        doc = json.loads((root / f"{name}{SUMMARY_SUFFIX}").read_bytes())
+        with open(f"{root}/{name}{SUMMARY_SUFFIX}", "rb") as file:  # noqa: PTH123
+            doc = json.loads(file.read())
     except (OSError, ValueError):
         return None
     if (
         not isinstance(doc, dict)
         or doc.get("format") != SUMMARY_FORMAT
         or doc.get("sha256") != sha256
-        or doc.get("paths") != _paths_signature(root / name)
+        or doc.get("paths") != _paths_signature(f"{root}/{name}")
     ):
         return None
-    links, parents, inodes, size = (doc.get(k) for k in ("links", "parents", "inodes", "size"))
+    links, parents, others, size = (doc.get(k) for k in ("links", "parents", "inodes", "size"))
+    paths, inodes, complete = (doc.get(k) for k in ("files", "file_inodes", "complete"))
     if not (
         isinstance(links, list)
         and isinstance(parents, list)
+        and isinstance(others, list)
         and isinstance(inodes, list)
-        and isinstance(size, int)
-        and all(isinstance(p, str) for p in links)
-        and all(isinstance(p, str) for p in parents)
-        and all(type(i) is int for i in inodes)
+        and isinstance(paths, str)
+        and type(size) is int
+        and isinstance(complete, bool)
+        # in C, not a Python loop: an entry of a TF stack lists thousands of files
+        and set(map(type, links)) <= {str}
+        and set(map(type, parents)) <= {str}
+        and set(map(type, inodes)) <= {int}
+        and set(map(type, others)) <= {int}
     ):
         return None
-    return EntrySummary(frozenset(links), frozenset(parents), frozenset(inodes), size)
+    names = paths.split("\n") if paths else []
+    if len(names) != len(inodes):
+        return None
+    return EntrySummary(
+        frozenset(links),
+        frozenset(parents),
+        frozenset(inodes).union(others),
+        size,
+        tuple(zip(names, inodes, strict=True)),
+        complete,
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -831,7 +861,7 @@ class PackageCache:
     # -- entries ----------------------------------------------------------------------------
 
     def _lock_handle(self, name: str) -> IO[bytes]:
-        return (self.root / f"{name}.lock").open("a+b")
+        return open(f"{self.root}/{name}.lock", "a+b")  # noqa: PTH123
 
     def _populate(self, pkg: Wanted, handle: IO[bytes]) -> Outcome:
         """Under the entry's exclusive lock: fetch, check the archive's hash while extracting,
@@ -973,7 +1003,7 @@ class PackageCache:
     def _hit(self, handle: IO[bytes], name: str, algorithm: str, expected: str) -> str | None:
         """The entry's sha256 when it is in place and holds the locked archive."""
         found = _read_lock(handle)
-        if found is None or not (self.root / name / "info" / "index.json").is_file():
+        if found is None or not os.path.isfile(f"{self.root}/{name}/info/index.json"):  # noqa: PTH113
             return None
         if algorithm == "sha256":
             return found if found == expected else None
