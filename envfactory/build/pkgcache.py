@@ -308,25 +308,38 @@ def _parse_paths_one_by_one(what: str, raws: list[Any]) -> list[PathEntry]:
 class EntrySummary(NamedTuple):
     """What a create needs of a checked cache entry, kept beside it (``<name>.checked.json``) so
     that a warm create reads a few hundred bytes per package instead of parsing its whole
-    ``paths.json`` and walking its files again.
+    ``paths.json`` and walking its files again. Its fields are kept as they are read (lists),
+    not made into sets: a warm create reads one per package and uses most of them once.
 
     ``links``: the listed paths that are symlinks once linked (listed as ``softlink``, or
     held as a symlink by the entry whatever paths.json calls them); ``parents``: every
-    directory above a listed path (``check_links_across``); ``inodes``: the entry's regular
-    files when it was checked (a file of the new prefix with one of them is a hard link to a
-    checked file: ``create.check_installed``); ``size``: the listed bytes (for the progress
-    bar); ``files``: each listed path that the prefix gets as a hard link to the entry (a
-    regular file listed as ``hardlink`` without a prefix placeholder) with the inode it has in
-    the entry; ``complete``: ``files`` and ``links`` are all the listed paths, so a prefix
-    that holds each of them as that inode, or as a symlink, is proven without reading the
-    record rattler wrote for the package (``create.check_installed``)."""
+    directory above a listed path (``check_links_across``); ``file_paths`` and
+    ``file_inodes``: each listed path that the prefix gets as a hard link to the entry (a
+    regular file listed as ``hardlink`` without a prefix placeholder) and the inode it has in
+    the entry; ``other_inodes``: the entry's other regular files; ``size``: the listed bytes
+    (for the progress bar); ``complete``: ``file_paths`` and ``links`` are all the listed
+    paths, so a prefix that holds each file as its inode, and each link as a symlink, is
+    proven without reading the record rattler wrote for the package
+    (``create.check_installed``)."""
 
-    links: frozenset[str]
-    parents: frozenset[str]
-    inodes: frozenset[int]
+    links: Sequence[str]
+    parents: Sequence[str]
+    file_paths: Sequence[str]
+    file_inodes: Sequence[int]
+    other_inodes: Sequence[int]
     size: int
-    files: tuple[tuple[str, int], ...] = ()
-    complete: bool = False
+    complete: bool
+
+    @property
+    def files(self) -> Iterator[tuple[str, int]]:
+        """Each plain file's path with its inode."""
+        return zip(self.file_paths, self.file_inodes, strict=True)
+
+    @property
+    def inodes(self) -> frozenset[int]:
+        """The inodes of all the entry's regular files when it was checked (a file of the new
+        prefix with one of them is a hard link to a checked file)."""
+        return frozenset(self.file_inodes).union(self.other_inodes)
 
 
 SUMMARY_SUFFIX = ".checked.json"
@@ -366,9 +379,17 @@ def summarize(directory: Path, entries: Sequence[PathEntry]) -> EntrySummary:
                 break  # and so are the directories above it
             parents.add(path)
             cut = path.rfind("/")
-    inodes = frozenset(inode for kind, inode in walked.values() if kind == "file")
-    size = sum(e.size or 0 for e in entries)
-    return EntrySummary(frozenset(links), frozenset(parents), inodes, size, tuple(files), complete)
+    plain = {inode for _, inode in files}
+    others = {inode for kind, inode in walked.values() if kind == "file"} - plain
+    return EntrySummary(
+        links=sorted(links),
+        parents=sorted(parents),
+        file_paths=[path for path, _ in files],
+        file_inodes=[inode for _, inode in files],
+        other_inodes=sorted(others),
+        size=sum(e.size or 0 for e in entries),
+        complete=complete,
+    )
 
 
 def tree(root: str) -> dict[str, tuple[str, int]]:
@@ -407,7 +428,7 @@ def check_links_across(packages: Mapping[str, tuple[Path, EntrySummary]]) -> Non
     if not links:
         return
     for what, (directory, summary) in packages.items():
-        clash = summary.parents & links.keys()
+        clash = links.keys() & summary.parents
         if not clash:
             continue
         parent = min(clash)
@@ -445,12 +466,11 @@ def write_summary(root: Path, name: str, sha256: str, summary: EntrySummary) -> 
         "sha256": sha256,
         "paths": signature,
         "size": summary.size,
-        "links": sorted(summary.links),
-        "parents": sorted(summary.parents),
-        "files": "\n".join(path for path, _ in summary.files),
-        "file_inodes": [inode for _, inode in summary.files],
-        # the entry's other regular files (their inodes are in file_inodes already)
-        "inodes": sorted(summary.inodes.difference(inode for _, inode in summary.files)),
+        "links": list(summary.links),
+        "parents": list(summary.parents),
+        "files": "\n".join(summary.file_paths),
+        "file_inodes": list(summary.file_inodes),
+        "inodes": list(summary.other_inodes),
         "complete": summary.complete,
     }
     write_cached(root / f"{name}{SUMMARY_SUFFIX}", json.dumps(doc, separators=(",", ":")))
@@ -491,14 +511,7 @@ def read_summary(root: Path, name: str, sha256: str) -> EntrySummary | None:
     names = paths.split("\n") if paths else []
     if len(names) != len(inodes):
         return None
-    return EntrySummary(
-        frozenset(links),
-        frozenset(parents),
-        frozenset(inodes).union(others),
-        size,
-        tuple(zip(names, inodes, strict=True)),
-        complete,
-    )
+    return EntrySummary(links, parents, names, inodes, others, size, complete)
 
 
 # ------------------------------------------------------------------------------------------
