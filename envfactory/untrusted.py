@@ -158,7 +158,7 @@ def url_problem(url: str) -> str | None:
         return f"it contains {_show(bad)}"
     path = url.split("://", 1)[1].split("?", 1)[0]
     segments = path.split("/")
-    decoded = [re.sub(r"%2[eE]", ".", s) for s in segments]
+    decoded = [s.replace("%2e", ".").replace("%2E", ".") if "%" in s else s for s in segments]
     if any(s in (".", "..") for s in decoded[1:]):
         return "it has a '.' or '..' path segment"
     return None

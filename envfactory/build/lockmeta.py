@@ -13,7 +13,6 @@ with a hint to upgrade envfactory, instead of being half understood.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -240,6 +239,8 @@ def check_record(meta: LockMetadata, where: str) -> None:
 def file_digest(data: bytes) -> str:
     """sha256 of a file of the lock set, line endings normalized to LF: a checkout that turns
     LF into CRLF (git's core.autocrlf on Windows) still matches, and so do the CRLF .bat files."""
+    import hashlib  # not at import: a create never hashes the lock set
+
     return hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
 
 

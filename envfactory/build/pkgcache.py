@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import posixpath
@@ -403,13 +402,14 @@ def tree(root: str) -> dict[str, tuple[str, int]]:
         with os.scandir(directory) as entries:
             for entry in entries:
                 rel = f"{rel_dir}{entry.name}"
-                if entry.is_symlink():
-                    out[rel] = ("link", entry.inode())
+                # most entries are files: asked first (the kinds come from d_type, no stat)
+                if entry.is_file(follow_symlinks=False):
+                    out[rel] = ("file", entry.inode())
                 elif entry.is_dir(follow_symlinks=False):
                     out[rel] = ("dir", entry.inode())
                     stack.append((f"{rel}/", entry.path))
-                elif entry.is_file(follow_symlinks=False):
-                    out[rel] = ("file", entry.inode())
+                elif entry.is_symlink():
+                    out[rel] = ("link", entry.inode())
                 else:
                     out[rel] = ("other", entry.inode())
     return out
@@ -702,6 +702,8 @@ def _write_lock(handle: IO[bytes], sha256: str) -> None:
 
 
 def _digest(path: Path, algorithm: str) -> str:
+    import hashlib  # ~1 ms of OpenSSL set-up that a warm create never needs
+
     h = hashlib.new(algorithm)
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(CHUNK), b""):
