@@ -117,3 +117,22 @@ def test_the_version_is_the_package_metadata_version() -> None:
     from importlib.metadata import version
 
     assert envfactory.__version__ == version("envfactory")
+
+
+def test_the_console_script_s_collector_passes_are_rare_and_skip_the_imports() -> None:
+    """``load_cli`` (the console script, ``python -m envfactory``) freezes what the imports made
+    out of the collector's passes and spaces the passes out (GC_THRESHOLD allocations): the
+    collector stays on, so cyclic garbage is still freed."""
+    code = (
+        "import gc, json; from envfactory.__main__ import GC_THRESHOLD, load_cli; "
+        "before = gc.get_threshold(); load_cli(); "
+        "print(json.dumps([before, gc.get_threshold(), gc.isenabled(), gc.get_freeze_count(), "
+        "GC_THRESHOLD]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after, enabled, frozen, threshold = json.loads(out.stdout)
+    assert before[0] == 700  # CPython's default
+    assert after == [threshold, *before[1:]]
+    assert threshold >= 50_000
+    assert enabled
+    assert frozen > 10_000  # the CLI's modules, classes and functions

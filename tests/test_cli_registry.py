@@ -38,6 +38,21 @@ def test_a_command_line_builds_only_the_module_it_names() -> None:
         assert cli.modules_for(args) == cli.MODULES
 
 
+def test_a_command_line_builds_only_the_command_it_names() -> None:
+    """The module's other commands are not turned into click commands (cli.run passes the
+    command's name as ``only``); a group such as 'cache' is kept whole."""
+    assert command_names(("lock_cmds",)) == ["lock", "create", "verify", "cache"]
+    for name in ("lock", "create", "verify", "cache"):
+        group = typer.main.get_command(cli.build_app(("lock_cmds",), only=name))
+        assert isinstance(group, typer.core.TyperGroup)
+        assert list(group.commands) == [name]
+    cache = typer.main.get_command(cli.build_app(("lock_cmds",), only="cache"))
+    assert isinstance(cache, typer.core.TyperGroup)
+    sub = cache.commands["cache"]
+    assert isinstance(sub, typer.core.TyperGroup)
+    assert sorted(sub.commands) == ["clean", "info"]
+
+
 def run_full(args: list[str]) -> tuple[int, str, str]:
     """What ``args`` prints with every command built, as before the table existed."""
     out, err = io.StringIO(), io.StringIO()

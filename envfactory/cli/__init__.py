@@ -28,8 +28,9 @@ from envfactory.errors import (
 )
 
 # Each top-level command and the module of envfactory.cli that defines it. A command line that
-# names one builds only that module's commands: imports it and has typer turn its functions into
-# click commands, which for all 15 commands took ~10 ms of every start (benchmarks/bench_cli.py).
+# names one builds only that command: imports its module and has typer turn that one function
+# into a click command (for all 15 commands that took ~10 ms of every start, benchmarks/
+# bench_cli.py; for the four of lock_cmds, 2 ms of a warm create's 0.3 s).
 # Anything else -- --help, a bare 'envfactory', --version, a mistyped name -- builds them all, so
 # the help lists every command and click can suggest the right one. tests/test_cli_registry.py
 # holds this table to what the modules register and each command's help to the full build's.
@@ -75,8 +76,9 @@ def _root(
     """Reproducible GPU deep-learning conda environments."""
 
 
-def build_app(modules: Sequence[str] = MODULES) -> typer.Typer:
-    """The typer app with the commands of ``modules`` (names in ``MODULES``), in that order."""
+def build_app(modules: Sequence[str] = MODULES, only: str | None = None) -> typer.Typer:
+    """The typer app with the commands of ``modules`` (names in ``MODULES``), in that order;
+    with ``only``, just that command (or group) of them."""
     import importlib
 
     app = typer.Typer(
@@ -91,6 +93,13 @@ def build_app(modules: Sequence[str] = MODULES) -> typer.Typer:
     app.callback()(_root)
     for name in modules:
         importlib.import_module(f"envfactory.cli.{name}").register(app)
+    if only is not None:
+        app.registered_commands = [c for c in app.registered_commands if c.name == only]
+        app.registered_groups = [
+            g
+            for g in app.registered_groups
+            if g.typer_instance is not None and g.typer_instance.info.name == only
+        ]
     return app
 
 
@@ -106,7 +115,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code; tests call this directly."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        command = typer.main.get_command(build_app(modules_for(args)))
+        modules = modules_for(args)
+        only = args[0] if len(modules) == 1 else None  # the command it names
+        command = typer.main.get_command(build_app(modules, only))
         result = command.main(args=args, prog_name="envfactory", standalone_mode=False)
     except EnvfactoryError as exc:
         print_error(exc.message, exc.hint)
