@@ -546,7 +546,15 @@ def _apply_umask(prefix: Path, written: Sequence[Path], umask: int) -> None:
     dir_mode, file_mode = 0o777 & ~umask, 0o666 & ~umask
     prefix.chmod(dir_mode)
     meta = prefix / "conda-meta"
-    own = [meta, *meta.iterdir(), *written]
+    meta.chmod(dir_mode)
+    # conda-meta/ holds a record per package: its listing's kinds, not an lstat of each
+    with os.scandir(meta) as entries:
+        for entry in entries:
+            if entry.is_file(follow_symlinks=False):
+                os.chmod(entry.path, file_mode)  # noqa: PTH101
+            elif entry.is_dir(follow_symlinks=False):
+                os.chmod(entry.path, dir_mode)  # noqa: PTH101
+    own = list(written)
     for path in written:
         for parent in path.parents:
             if parent == prefix:
