@@ -862,3 +862,37 @@ def test_a_staging_directory_interrupted_while_it_is_made_is_removed(
     with pytest.raises(KeyboardInterrupt):
         Staging.make(tmp_path, ".env.envfactory-")
     assert list(tmp_path.iterdir()) == []
+
+
+ORPHAN = """
+import os, subprocess, sys
+import envfactory.build.orphaned as orphaned
+assert sys.excepthook is orphaned._hook
+if sys.argv[1] == "gone":
+    done = subprocess.Popen(["true"])
+    done.wait()
+    orphaned.OWNER = done.pid  # a process that has ended
+raise {error}("pipe closed")
+"""
+
+
+@pytest.mark.parametrize(
+    ("owner", "error", "printed"),
+    [
+        ("gone", "EOFError", False),
+        ("gone", "BrokenPipeError", False),
+        ("alive", "EOFError", True),
+        ("gone", "ValueError", True),
+    ],
+)
+def test_a_worker_of_a_killed_create_ends_without_a_traceback(
+    owner: str, error: str, printed: bool
+) -> None:
+    """The forkserver's hook (envfactory.build.orphaned): a closed pipe once the create is gone
+    is not worth a traceback in the terminal; anything else, or while the create lives, is."""
+    proc = subprocess.run(
+        [sys.executable, "-c", ORPHAN.format(error=error), owner],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert ("Traceback" in proc.stderr) == printed, proc.stderr

@@ -1041,8 +1041,9 @@ class PackageCache:
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
         context = multiprocessing.get_context("forkserver")
-        # Only this module is preloaded: the default would import __main__ (the CLI) again.
-        context.set_forkserver_preload(["envfactory.build.pkgcache"])
+        # Only these are preloaded: the default would import __main__ (the CLI) again; the
+        # second quiets the traceback of a worker forked for a create killed meanwhile.
+        context.set_forkserver_preload(["envfactory.build.pkgcache", "envfactory.build.orphaned"])
         from multiprocessing import resource_tracker
 
         resource_tracker.ensure_running()  # it would unblock SIGINT and SIGTERM in the block
