@@ -21,8 +21,8 @@ import re
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from envfactory.errors import UserInputError
 
@@ -34,8 +34,7 @@ _OLD_TEMPORARY = re.compile(r"\A\..+\.[a-z0-9_]{8}\.tmp\Z")
 _STALE_AFTER_SECONDS = 600
 
 
-@dataclass(frozen=True)
-class RenderedFile:
+class RenderedFile(NamedTuple):
     """A generated file, by its path relative to the directory it is written into."""
 
     relpath: str

@@ -200,7 +200,7 @@ def cuda101_solution(test_channels: dict[str, Path]) -> tuple[LockRequest, list[
 
 
 def swapped(packages: list[LockedPackage], name: str, **changes: object) -> list[LockedPackage]:
-    return [dataclasses.replace(p, **changes) if p.name == name else p for p in packages]  # type: ignore[arg-type]
+    return [p._replace(**changes) if p.name == name else p for p in packages]  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from envfactory.errors import UserInputError
 
@@ -40,8 +40,7 @@ def normalize_url(location: str) -> str:
     return Path(location).expanduser().resolve().as_uri()
 
 
-@dataclass(frozen=True)
-class ChannelMap:
+class ChannelMap(NamedTuple):
     """Overrides by channel name; names without an override use their public URL."""
 
     overrides: Mapping[str, str]

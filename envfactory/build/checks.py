@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import ToolError
@@ -33,8 +32,7 @@ CPU_VARIANT = re.compile(r"(^|_)cpu(_|py|$)")
 CPU_UNLESS = {"jaxlib": ("jax-cuda11-plugin", "jax-cuda12-plugin", "jax-cuda13-plugin")}
 
 
-@dataclass(frozen=True)
-class LockedPackage:
+class LockedPackage(NamedTuple):
     """One package of a lock: a conda artifact or a pip wheel, with the hashes to check it by."""
 
     manager: Manager
@@ -48,7 +46,7 @@ class LockedPackage:
     channel: str = ""
     md5: str | None = None
     sha256: str | None = None
-    depends: tuple[str, ...] = field(default=())
+    depends: tuple[str, ...] = ()
 
     @property
     def filename(self) -> str:
@@ -77,8 +75,7 @@ def _version_matches(found: str, pinned: str) -> bool:
     return found == pinned or found.startswith(pinned + ".")
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     package: str
     found: str
     expected: str

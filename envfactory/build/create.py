@@ -39,7 +39,6 @@ import stat
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any, NamedTuple
@@ -70,8 +69,7 @@ MARKER = "envfactory.json"  # conda-meta/envfactory.json: which lock built this 
 _PIP_URL = re.compile(r"\A(?:https?|file)://[^\s\x00-\x1f\x7f]+\Z")
 
 
-@dataclass(frozen=True)
-class CreateResult:
+class CreateResult(NamedTuple):
     prefix: Path
     platform: Platform
     conda: int
@@ -122,7 +120,7 @@ def relocate(
                     "pass the wheels/ folder that 'envfactory mirror' wrote for this lock",
                 )
             url = local.resolve().as_uri()
-        out.append(replace(pkg, url=url) if url != pkg.url else pkg)
+        out.append(pkg._replace(url=url) if url != pkg.url else pkg)
     return out
 
 

@@ -27,9 +27,8 @@ file is validated (``_validated``, with ``envfactory.untrusted``). Whatever is w
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from envfactory.build.checks import LockedPackage
 from envfactory.catalog.platforms import Platform
@@ -41,8 +40,7 @@ LOCK_HINT = (
 )
 
 
-@dataclass(frozen=True)
-class LockContents:
+class LockContents(NamedTuple):
     packages: tuple[LockedPackage, ...]
     platforms: tuple[Platform, ...]
     channels: tuple[str, ...]
@@ -179,8 +177,7 @@ class Invalid(Exception):
         super().__init__(f"{'.'.join(str(p) for p in loc) or 'top level'}: {msg}")
 
 
-@dataclass(frozen=True)
-class Dependency:
+class Dependency(NamedTuple):
     """One entry of the lock's package list, as conda-lock's v2 ``LockedDependency`` holds it."""
 
     name: str
@@ -196,8 +193,7 @@ class Dependency:
     source_url: str | None = None
 
 
-@dataclass(frozen=True)
-class Document:
+class Document(NamedTuple):
     """A lock as conda-lock's v2 ``Lockfile`` holds it after ``toposort_inplace``."""
 
     package: tuple[Dependency, ...]
@@ -406,9 +402,7 @@ def parse_document(content: Mapping[Any, Any], fmt: int) -> Document:
 
 
 def _with_categories(dep: Dependency, categories: set[str]) -> Dependency:
-    from dataclasses import replace
-
-    return replace(dep, categories=frozenset(categories))
+    return dep._replace(categories=frozenset(categories))
 
 
 def _toposorted(package: Sequence[Dependency]) -> list[Dependency]:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from envfactory.catalog.platforms import PLATFORMS, Platform
 from envfactory.errors import CatalogError, UserInputError
@@ -30,8 +30,11 @@ def _platform_keys(meta: Mapping[str, str], stem: str) -> dict[Platform, str]:
     return {p: meta[f"{PREFIX}{stem}.{p}"] for p in PLATFORMS if f"{PREFIX}{stem}.{p}" in meta}
 
 
-@dataclass(frozen=True)
-class LockMetadata:
+# the default of the mapping fields: one read-only empty mapping, shared
+EMPTY: Mapping[Any, Any] = MappingProxyType({})
+
+
+class LockMetadata(NamedTuple):
     """What envfactory recorded about a lock: enough to check it, create from it and mirror it."""
 
     combo: str | None = None
@@ -40,22 +43,22 @@ class LockMetadata:
     regenerate: str | None = None
     solver: str | None = None
     #: channel name -> the URL it had when the lock was made (``mirror``/``--channel-map`` use it)
-    channels: Mapping[str, str] = field(default_factory=dict)
+    channels: Mapping[str, str] = EMPTY
     inputs_sha256: str | None = None
     #: per platform: everything the lock depends on (compared by ``lock --check``)
-    inputs: Mapping[Platform, Mapping[str, Any]] = field(default_factory=dict)
+    inputs: Mapping[Platform, Mapping[str, Any]] = EMPTY
     #: per platform: the virtual packages the solve assumed (``__cuda``, ``__glibc``, ...)
-    virtual_packages: Mapping[Platform, Mapping[str, str]] = field(default_factory=dict)
+    virtual_packages: Mapping[Platform, Mapping[str, str]] = EMPTY
     #: a project environment's name and variables (``envfactory.yaml``); None for a bare combo
     environment: str | None = None
-    variables: Mapping[str, str] = field(default_factory=dict)
+    variables: Mapping[str, str] = EMPTY
     #: the other files of the lock set (``conda-<platform>.lock``, the environment files, the
     #: activation scripts), by path relative to the lock's directory -> ``file_digest`` of their
     #: bytes. conda-lock.yml is written last, so a set left mixed by a killed ``lock`` shows.
-    files: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = EMPTY
     #: per platform: the activation plan ``create`` installs (ActivationPlan.runtime() data),
     #: so a lock creates the same environment even when the catalog has changed since
-    activation: Mapping[Platform, Mapping[str, Any]] = field(default_factory=dict)
+    activation: Mapping[Platform, Mapping[str, Any]] = EMPTY
     version: int = METADATA_VERSION
 
     def to_custom_metadata(self) -> dict[str, str]:
@@ -163,8 +166,7 @@ LOCK_HINT = (
 )
 
 
-@dataclass(frozen=True)
-class LockHeader:
+class LockHeader(NamedTuple):
     """The metadata block of a conda-lock.yml: its platforms and envfactory's record."""
 
     platforms: tuple[str, ...]

@@ -41,7 +41,6 @@ import struct
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal, NamedTuple, Protocol
 from urllib.parse import unquote, urlparse
@@ -131,8 +130,7 @@ def default_root(env: Mapping[str, str] | None = None) -> Path:
     return base / "envfactory" / "pkgs"
 
 
-@dataclass(frozen=True)
-class CacheLocation:
+class CacheLocation(NamedTuple):
     root: Path
     archive_sources: tuple[Path, ...] = ()  # read-only: conda's pkgs dirs, further entries
 
@@ -518,12 +516,15 @@ def read_summary(root: Path, name: str, sha256: str) -> EntrySummary | None:
 # Staging directories that clean up after dead processes
 
 
-@dataclass
 class Staging:
     """A directory holding a marker file whose ``flock`` lives as long as its process."""
 
-    path: Path
-    _handle: IO[bytes] | None = field(default=None, repr=False)
+    def __init__(self, path: Path, handle: IO[bytes] | None = None) -> None:
+        self.path = path
+        self._handle = handle
+
+    def __repr__(self) -> str:
+        return f"Staging({str(self.path)!r})"
 
     @classmethod
     def make(cls, parent: Path, prefix: str, mode: int | None = None) -> Staging:
@@ -641,16 +642,14 @@ def sweep_stale(parent: Path, prefix: str) -> list[Path]:
 Outcome = Literal["cached", "extracted", "downloaded"]
 
 
-@dataclass(frozen=True)
-class CachedPackage:
+class CachedPackage(NamedTuple):
     directory: Path  # the extracted package: <root>/<name>-<version>-<build>
     sha256: str
     summary: EntrySummary  # of its checked paths.json
     outcome: Outcome
 
 
-@dataclass(frozen=True)
-class CacheInfo:
+class CacheInfo(NamedTuple):
     root: Path
     archive_sources: tuple[Path, ...]
     packages: int

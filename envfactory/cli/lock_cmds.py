@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
 
@@ -27,8 +26,7 @@ def _progress(message: str) -> None:
 PROJECT_HELP = "The project file (default: ./envfactory.yaml when there is one)."
 
 
-@dataclass(frozen=True)
-class _Target:
+class _Target(NamedTuple):
     """One lock to make or check: a project environment or a combo, and where it lives."""
 
     request: LockRequest

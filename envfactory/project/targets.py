@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from envfactory.errors import UserInputError
 
@@ -38,8 +37,7 @@ def find_project(explicit: Path | None) -> Project | None:
     return find(explicit)
 
 
-@dataclass(frozen=True)
-class LockTarget:
+class LockTarget(NamedTuple):
     """A lock to act on, and where it came from."""
 
     name: str
