@@ -29,8 +29,8 @@ from crafted import Crafted, crafted_lock, write_crafted, write_lock
 from envfactory.build.checks import LockedPackage
 from envfactory.build.create import (
     Linked,
+    _file_inodes,
     _to_the_end,
-    cache_inodes,
     check_installed,
     check_pip_packages,
     create_environment,
@@ -664,15 +664,12 @@ def test_the_summary_lists_what_the_check_walks(tmp_path: Path) -> None:
     assert summary.links == ["lib/libl.so"]
     assert summary.complete
     assert summary.inodes == frozenset(files.values())
-    assert cache_inodes([source], env.stat().st_dev) == {
-        source: {
-            p.stat().st_ino for p in Path(source).rglob("*") if p.is_file() and not p.is_symlink()
-        }
+    # what the check walks when it has no summary: every regular file, info/ included
+    assert _file_inodes(source) == {
+        p.stat().st_ino for p in Path(source).rglob("*") if p.is_file() and not p.is_symlink()
     }
     # hard links: the prefix's files are those inodes
     assert (env / "share/l/a.txt").stat().st_ino == files["share/l/a.txt"]
-    # an entry on another device is never hard-linked: no inodes to accept
-    assert cache_inodes([source], env.stat().st_dev + 1) == {source: set()}
 
 
 def test_an_entry_on_another_filesystem_is_never_taken_for_the_prefix_s_files(

@@ -364,14 +364,6 @@ def _file_inodes(root: str) -> set[int]:
     return {inode for kind, inode in tree(root).values() if kind == "file"}
 
 
-def cache_inodes(sources: Sequence[str], device: int) -> dict[str, set[int]]:
-    """The inodes of the regular files of each cache entry in ``sources`` that is on
-    ``device`` (a prefix there can hold hard links to them; elsewhere rattler copies)."""
-    return {
-        src: _file_inodes(src) if Path(src).stat().st_dev == device else set() for src in sources
-    }
-
-
 class Linked(NamedTuple):
     """What a package of the new prefix was linked from: the cache entry's directory and, when
     the caller has it, the entry's summary (``pkgcache.EntrySummary``; without one the entry
@@ -399,14 +391,15 @@ def check_installed(prefix: Path, linked: Mapping[str, Linked]) -> None:
     from ``paths.json``)."""
     meta = prefix / "conda-meta"
     names = {p.name[:-5] for p in meta.iterdir() if p.suffix == ".json" and p.name != MARKER}
-    for name in sorted(names - linked.keys()):
+    if names - linked.keys():
         raise ToolError(
-            f"conda-meta/{name}.json: a record of a package that create did not link",
+            f"conda-meta/{min(names - linked.keys())}.json: a record of a package that create "
+            "did not link",
             "report this as a bug in envfactory",
         )
-    for name in sorted(linked.keys() - names):
+    if linked.keys() - names:
         raise ToolError(
-            f"conda-meta/ has no record of {name} after linking",
+            f"conda-meta/ has no record of {min(linked.keys() - names)} after linking",
             "report this as a bug in envfactory",
         )
     root = os.fspath(prefix)
