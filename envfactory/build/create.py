@@ -43,6 +43,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NamedTuple
 
+from envfactory.build import ownfiles
 from envfactory.build.channels import ChannelMap
 from envfactory.build.checks import LockedPackage
 from envfactory.build.lockmeta import LockMetadata
@@ -314,10 +315,10 @@ def create_environment(
                 hits = sum(1 for c in lease if c.outcome == "cached")
                 say(f"linking {len(conda)} conda packages ({hits} were cached already)")
                 # what the post-link check holds each record in conda-meta/ to
-                linked = {c.directory.name: Linked(str(c.directory), c.summary) for c in lease}
+                linked = {c.name: Linked(lease.source(c), c.summary) for c in lease}
                 _to_the_end(
                     lambda: rattler_adapter.install(
-                        locked, staging.path, target_platform, cache.root, final_prefix=prefix
+                        locked, staging.path, target_platform, lease.view, final_prefix=prefix
                     ),
                     # what comes after the link, imported while rattler links
                     meanwhile=_import_the_rest if meta.activation or meta.combo else None,
@@ -334,8 +335,8 @@ def create_environment(
                 marker["combo"] = meta.combo
             if meta.environment:
                 marker["environment"] = meta.environment
-            (staging.path / "conda-meta" / MARKER).write_text(
-                json.dumps(marker, indent=1) + "\n", encoding="utf-8"
+            ownfiles.write_file(
+                staging.path, f"conda-meta/{MARKER}", (json.dumps(marker, indent=1) + "\n").encode()
             )
             _apply_umask(staging.path, activation, umask)
             staging.release_marker()
@@ -564,10 +565,11 @@ def _apply_umask(prefix: Path, written: Sequence[Path], umask: int) -> None:
 def _write_state(prefix: Path, variables: dict[str, str]) -> None:
     """``conda-meta/state`` ``env_vars``: what ``conda env config vars set`` writes; conda and
     micromamba set them on activation and restore the old values on deactivation."""
-    state = prefix / "conda-meta" / "state"
-    doc = json.loads(state.read_text(encoding="utf-8")) if state.is_file() else {}
+    old = ownfiles.read_file(prefix / "conda-meta" / "state")  # never through a link
+    doc = json.loads(old) if old is not None else {}
     doc.setdefault("env_vars", {}).update(variables)
-    state.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    ownfiles.write_file(prefix, "conda-meta/state", text.encode())
 
 
 def _exchange(a: Path, b: Path) -> bool:

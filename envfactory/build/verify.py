@@ -213,7 +213,10 @@ def _paths_of(record: dict[str, Any]) -> list[dict[str, Any]] | None:
         return [p for p in data["paths"] if isinstance(p, dict)]
     from envfactory.build.pkgcache import PackageCache
 
-    cached = PackageCache().root / f"{record['name']}-{record['version']}-{record['build']}"
+    sha = record.get("sha256")
+    if not isinstance(sha, str) or not untrusted.SHA256.fullmatch(sha):
+        return None
+    cached = PackageCache().entry(sha)
     try:
         doc = json.loads((cached / "info" / "paths.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

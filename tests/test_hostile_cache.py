@@ -1,0 +1,434 @@
+"""Hostile cases for the shared package cache and for what create writes (issue 28, items 3-6
+and the errno part of 7): a kill -9 at any point of filling or replacing an entry, a package
+named by another package's archive, edits that would travel through hard links, archives that
+expand far beyond what they declare, member modes, symlinks a package plants at envfactory's
+own paths, a cache directory other users can write, and a full disk.
+
+Run as root, and where it matters (a cache other users can write) as an unprivileged user:
+a user is made with ``useradd`` when the tests run as root (skipped otherwise)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from crafted import TAR_MTIME, Crafted, crafted_lock, write_crafted, write_lock
+
+from envfactory.build.create import create_environment
+from envfactory.build.pkgcache import CacheLocation, PackageCache
+from envfactory.build.verify import verify_environment
+from envfactory.errors import EnvfactoryError, ToolError
+
+ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
+CRASHPOINT = Path(__file__).parent / "crashpoint"
+
+
+def cache_at(path: Path) -> PackageCache:
+    return PackageCache(CacheLocation(path))
+
+
+def create(lock: Path, prefix: Path, cache: Path, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ENVFACTORY, "create", str(lock), "-p", str(prefix), "--platform", "linux-64", *extra],
+        env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache), **env},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def contents(prefix: Path, rel: str) -> bytes:
+    return (prefix / rel).read_bytes()
+
+
+# ------------------------------------------------------------------------------------------
+# kill -9 while an entry is filled or replaced
+
+
+def two_locks(tmp: Path) -> tuple[Path, Path]:
+    """Two locks naming one name-version-build with different archives (a rebuilt package,
+    a fork's channel): A's file says A, B's says B."""
+    a = crafted_lock(tmp / "A", [Crafted("dup", files={"share/dup.txt": b"A\n", "share/k": b"1"})])
+    b = crafted_lock(tmp / "B", [Crafted("dup", files={"share/dup.txt": b"BB\n", "share/k": b"2"})])
+    return a, b
+
+
+CUTS = [("os.rename", 1), ("os.rename", 2), ("os.remove", 1), ("os.remove", 2),
+        ("os.rmdir", 1), ("os.mkdir", 2), ("open", 2), ("open", 4)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("event", "n"), CUTS)
+def test_a_kill_9_while_another_archive_fills_never_serves_it_under_the_locks_hash(
+    tmp_path: Path, event: str, n: int
+) -> None:
+    """Lock A's entry is in the cache; a create of lock B (same name, version and build,
+    another archive) is killed between two system calls of its fill. The next create of A
+    gets A's files (and verify says so), and a create of B gets B's."""
+    lock_a, lock_b = two_locks(tmp_path)
+    cache = tmp_path / "cache"
+    assert create(lock_a, tmp_path / "a0", cache).returncode == 0
+    log = tmp_path / "crash.log"
+    killed = create(
+        lock_b, tmp_path / "b0", cache,
+        PYTHONPATH=str(CRASHPOINT), EF_CRASH_AFTER=f"{event}:{n}:{cache}", EF_CRASH_LOG=str(log),
+    )  # fmt: skip
+    assert "Traceback" not in killed.stderr
+    for name, lock, want in (("a1", lock_a, b"A\n"), ("b1", lock_b, b"BB\n"), ("a2", lock_a, b"A\n")):
+        done = create(lock, tmp_path / name, cache)
+        assert done.returncode == 0, (log.read_text() if log.exists() else "", done.stderr)
+        assert contents(tmp_path / name, "share/dup.txt") == want
+        assert verify_environment(tmp_path / name).identical
+
+
+def test_a_kill_9_while_cache_clean_removes_an_entry_breaks_no_later_create(tmp_path: Path) -> None:
+    lock = crafted_lock(tmp_path, [Crafted("big", files={f"share/f{i}": b"x" * i for i in range(30)})])
+    cache = tmp_path / "cache"
+    assert create(lock, tmp_path / "a", cache).returncode == 0
+    subprocess.run(
+        [ENVFACTORY, "cache", "clean"],
+        env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache), "PYTHONPATH": str(CRASHPOINT),
+             "EF_CRASH_AFTER": f"os.remove:5:{cache}"},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    done = create(lock, tmp_path / "b", cache)
+    assert done.returncode == 0, done.stderr
+    assert verify_environment(tmp_path / "b").identical
+
+
+# ------------------------------------------------------------------------------------------
+# each package's own index.json against the lock's record, on every use
+
+
+def test_a_cached_archive_named_as_another_package_is_refused(tmp_path: Path) -> None:
+    """Lock A installs ``real``; lock C names ``fake`` with real's URL and hashes. The entry
+    real's archive left in the cache is not linked as ``fake``."""
+    real = Crafted("real", files={"share/real.txt": b"real\n"})
+    lock_a = crafted_lock(tmp_path / "A", [real])
+    archive = tmp_path / "A" / "channel" / "linux-64" / real.filename
+    lock_c = write_lock(tmp_path / "C", {archive: Crafted("fake", files=real.files)})
+    cache = cache_at(tmp_path / "cache")
+    create_environment(lock_a, tmp_path / "a", platform="linux-64", cache=cache)
+    with pytest.raises(EnvfactoryError, match=r"the archive says it is real 1\.0 h0_0"):
+        create_environment(lock_c, tmp_path / "c", platform="linux-64", cache=cache)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_package_whose_index_names_another_subdir_is_refused(tmp_path: Path) -> None:
+    pkg = Crafted("wrongsub", files={"share/w.txt": b"w\n"}, index={"subdir": "osx-64"})
+    lock = crafted_lock(tmp_path, [pkg])
+    cache = cache_at(tmp_path / "cache")
+    with pytest.raises(EnvfactoryError, match=r"osx-64"):
+        create_environment(lock, tmp_path / "env", platform="linux-64", cache=cache)
+    assert not (tmp_path / "env").exists()
+
+
+# ------------------------------------------------------------------------------------------
+# edits do not travel
+
+
+def test_an_edit_in_one_environment_reaches_neither_the_cache_nor_the_next_create(
+    tmp_path: Path,
+) -> None:
+    pkg = Crafted("shared", files={"share/s/conf.txt": b"original\n", "share/s/other": b"o\n"})
+    lock = crafted_lock(tmp_path, [pkg])
+    cache = cache_at(tmp_path / "cache")
+    create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
+    create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
+    edited = tmp_path / "a" / "share/s/conf.txt"
+    with edited.open("r+b") as handle:  # an in-place edit, as `>>` or an editor without backup
+        handle.write(b"EDITED!!\n")
+    create_environment(lock, tmp_path / "c", platform="linux-64", cache=cache)
+    assert contents(tmp_path / "c", "share/s/conf.txt") == b"original\n"
+    assert verify_environment(tmp_path / "c").identical
+    # the environment that shared the edited inode is named, with the file
+    report = verify_environment(tmp_path / "b")
+    altered = [(p.path, p.problem) for p in report.altered_files]
+    if stat.S_ISREG(os.lstat(tmp_path / "b" / "share/s/conf.txt").st_mode) and (
+        os.stat(tmp_path / "b" / "share/s/conf.txt").st_ino == edited.stat().st_ino
+    ):
+        assert altered and altered[0][0] == "share/s/conf.txt"
+        assert "shared" in altered[0][1], altered
+
+
+# ------------------------------------------------------------------------------------------
+# archives bounded before they are unpacked; modes under the umask
+
+
+def bomb(channel: Path, name: str, declared: int, actual: int) -> tuple[Path, Crafted]:
+    """An archive whose paths.json declares ``declared`` bytes for one file while its tar
+    member holds ``actual`` zero bytes (bzip2 shrinks them to almost nothing)."""
+    pkg = Crafted(name, files={"share/blob": b"\0" * declared})
+    path = write_crafted(channel, pkg)
+    with tarfile.open(path, "r:bz2") as tar:
+        members = [(m, tar.extractfile(m).read() if m.isfile() else None) for m in tar.getmembers()]  # type: ignore[union-attr]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:bz2") as out:
+        for member, data in members:
+            if member.name == "share/blob":
+                member.size = actual
+                out.addfile(member, _Zeros(actual))  # type: ignore[arg-type]
+            else:
+                out.addfile(member, io.BytesIO(data) if data is not None else None)
+    path.write_bytes(buffer.getvalue())
+    return path, pkg
+
+
+class _Zeros:
+    def __init__(self, n: int) -> None:
+        self.left = n
+
+    def read(self, size: int = -1) -> bytes:
+        size = self.left if size < 0 else min(size, self.left)
+        self.left -= size
+        return b"\0" * size
+
+
+def test_an_archive_that_expands_beyond_its_paths_json_is_refused_before_it_fills_the_disk(
+    tmp_path: Path,
+) -> None:
+    path, pkg = bomb(tmp_path / "channel", "bomb", declared=10, actual=64 << 20)
+    assert path.stat().st_size < 20_000
+    lock = write_lock(tmp_path / "lock", {path: pkg})
+    cache = cache_at(tmp_path / "cache")
+    with pytest.raises(EnvfactoryError, match=r"share/blob"):
+        create_environment(lock, tmp_path / "env", platform="linux-64", cache=cache)
+    used = sum(p.lstat().st_size for p in (tmp_path / "cache").rglob("*") if p.is_file())
+    assert used < 1 << 20, used
+    assert not (tmp_path / "env").exists()
+
+
+def test_an_archive_with_the_wrong_hash_is_not_unpacked(tmp_path: Path) -> None:
+    """The hash is checked before extraction: an archive that differs from the lock leaves no
+    extracted byte anywhere, however far it would expand."""
+    good = Crafted("bomb", files={"share/blob": b"\0" * 10})
+    lock = crafted_lock(tmp_path, [good])
+    bomb(tmp_path / "channel", "bomb", declared=10, actual=64 << 20)  # over the locked file
+    seen: list[int] = []
+    cache = cache_at(tmp_path / "cache")
+
+    import threading
+
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            total = 0
+            for p in (tmp_path / "cache").rglob("*"):
+                try:
+                    total += p.lstat().st_size
+                except OSError:
+                    pass
+            seen.append(total)
+            stop.wait(0.005)
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    try:
+        with pytest.raises(ToolError, match="sha256"):
+            create_environment(lock, tmp_path / "env", platform="linux-64", cache=cache)
+    finally:
+        stop.set()
+        thread.join()
+    assert max(seen, default=0) < 1 << 20, max(seen)
+
+
+def test_member_modes_follow_the_umask_in_the_cache_and_the_prefix(tmp_path: Path) -> None:
+    pkg = Crafted("loose", files={"share/l/world": b"w\n", "bin/tool": b"#!/bin/sh\n"})
+    path = write_crafted(tmp_path / "channel", pkg)
+    with tarfile.open(path, "r:bz2") as tar:
+        members = [(m, tar.extractfile(m).read() if m.isfile() else None) for m in tar.getmembers()]  # type: ignore[union-attr]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:bz2") as out:
+        for member, data in members:
+            if member.name == "share/l/world":
+                member.mode = 0o666
+            elif member.name == "bin/tool":
+                member.mode = 0o4777  # setuid too
+            out.addfile(member, io.BytesIO(data) if data is not None else None)
+    path.write_bytes(buffer.getvalue())
+    lock = write_lock(tmp_path / "lock", {path: pkg})
+    cache = cache_at(tmp_path / "cache")
+    old = os.umask(0o022)
+    try:
+        create_environment(lock, tmp_path / "env", platform="linux-64", cache=cache)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "env/share/l/world").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "env/bin/tool").stat().st_mode) == 0o755
+    for p in (tmp_path / "cache").rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            assert not p.stat().st_mode & 0o7022, (p, oct(p.stat().st_mode))
+
+
+# ------------------------------------------------------------------------------------------
+# writes never follow links a package planted
+
+
+def planted(tmp: Path, link: str, target: str) -> Path:
+    pkg = Crafted(
+        "planter",
+        files={"share/victim.txt": b"victim\n"},
+        symlinks={link: target},
+    )
+    return crafted_lock(tmp, [pkg])
+
+
+@pytest.mark.parametrize(
+    ("link", "target"),
+    [("conda-meta/envfactory.json", "../share/victim.txt"),
+     ("conda-meta/state", "../share/victim.txt"),
+     ("etc/conda/envfactory/envfactory-x.json", "../../../share/victim.txt")],
+)  # fmt: skip
+def test_a_package_file_at_envfactorys_own_paths_is_refused(
+    tmp_path: Path, link: str, target: str
+) -> None:
+    lock = planted(tmp_path, link, target)
+    cache = cache_at(tmp_path / "cache")
+    with pytest.raises(EnvfactoryError, match=link.split("/")[0]):
+        create_environment(lock, tmp_path / "env", platform="linux-64", cache=cache)
+    for p in (tmp_path / "cache").rglob("victim.txt"):
+        assert p.read_bytes() == b"victim\n"
+    assert not (tmp_path / "env").exists()
+
+
+def test_force_does_not_truncate_through_a_symlinked_staging_marker(tmp_path: Path) -> None:
+    lock = crafted_lock(tmp_path, [Crafted("plain", files={"share/p.txt": b"p\n"})])
+    cache = tmp_path / "cache"
+    assert create(lock, tmp_path / "env", cache).returncode == 0
+    outside = tmp_path / "precious.txt"
+    outside.write_bytes(b"keep me\n")
+    (tmp_path / "env" / ".envfactory-staging").symlink_to(outside)
+    done = create(lock, tmp_path / "env", cache, "--force")
+    assert done.returncode == 0, done.stderr
+    assert outside.read_bytes() == b"keep me\n"
+
+
+def test_kernel_target_env_does_not_write_through_a_symlinked_share_jupyter(tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "conda-meta" / "envfactory.json").write_text(
+        json.dumps({"lock": str(tmp_path / "x.yml"), "platform": "linux-64", "combo": "tf114-cuda100"})
+    )
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (prefix / "share").mkdir()
+    (prefix / "share" / "jupyter").symlink_to(outside)
+    done = subprocess.run(
+        [ENVFACTORY, "kernel", str(prefix), "--target", "env"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert list(outside.rglob("*")) == [], done.stderr
+    assert done.returncode == 1 and "hint:" in done.stderr, done.stderr
+
+
+# ------------------------------------------------------------------------------------------
+# a cache directory other users can write
+
+
+def test_a_cache_directory_others_can_write_is_refused(tmp_path: Path) -> None:
+    lock = crafted_lock(tmp_path, [Crafted("plain", files={"share/p.txt": b"p\n"})])
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o777)
+    done = create(lock, tmp_path / "env", cache)
+    assert done.returncode != 0
+    assert "writable by other users" in done.stderr and "hint:" in done.stderr, done.stderr
+    assert not (tmp_path / "env").exists()
+    cache.chmod(0o755)
+    assert create(lock, tmp_path / "env", cache).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def other_user() -> pwd.struct_passwd:
+    if os.geteuid() != 0 or shutil.which("useradd") is None:
+        pytest.skip("making another user needs root and useradd")
+    name = "efcache"
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True)
+        return pwd.getpwnam(name)
+
+
+def test_a_cache_owned_by_another_user_is_refused_and_its_entries_never_linked(
+    tmp_path: Path, other_user: pwd.struct_passwd
+) -> None:
+    """Another local user (here: a real uid made with useradd) owns a world-writable cache and
+    plants an entry and its lock file. A create run as a third party... here as root with
+    that cache: refused, nothing linked; and the unprivileged user's own create with root's
+    cache: refused too."""
+    pkg = Crafted("plain", files={"share/p.txt": b"genuine\n"})
+    lock = crafted_lock(tmp_path, [pkg])
+    tmp_path.chmod(0o755)
+    for p in tmp_path.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    cache = tmp_path / "cache"
+    # the other user fills a cache with the genuine package, then edits its files in place
+    cache.mkdir()
+    os.chown(cache, other_user.pw_uid, other_user.pw_gid)
+    as_user = subprocess.run(
+        [ENVFACTORY, "create", str(lock), "-p", str(tmp_path / "theirs"), "--platform", "linux-64"],
+        env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache), "HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=300, user=other_user.pw_uid,
+        group=other_user.pw_gid, cwd=str(tmp_path),
+    )  # fmt: skip
+    assert as_user.returncode != 0 and "theirs" not in os.listdir(tmp_path), as_user.stderr
+    (tmp_path / "theirs-out").mkdir()
+    os.chown(tmp_path / "theirs-out", other_user.pw_uid, other_user.pw_gid)
+    as_user = subprocess.run(
+        [ENVFACTORY, "create", str(lock), "-p", str(tmp_path / "theirs-out" / "env"),
+         "--platform", "linux-64"],
+        env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache), "HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=300, user=other_user.pw_uid,
+        group=other_user.pw_gid, cwd=str(tmp_path),
+    )  # fmt: skip
+    assert as_user.returncode == 0, as_user.stderr
+    for planted_file in cache.rglob("p.txt"):
+        subprocess.run(
+            ["sh", "-c", f"printf 'planted!' > '{planted_file}'"], check=True,
+            user=other_user.pw_uid, group=other_user.pw_gid,
+        )  # fmt: skip
+    done = create(lock, tmp_path / "mine", cache)
+    assert done.returncode != 0, done.stdout
+    assert "owned by" in done.stderr and "hint:" in done.stderr, done.stderr
+    assert not (tmp_path / "mine").exists()
+
+
+# ------------------------------------------------------------------------------------------
+# a full disk
+
+
+def _can_mount() -> bool:
+    return os.geteuid() == 0 and shutil.which("mount") is not None
+
+
+@pytest.mark.skipif(not _can_mount(), reason="mounting a small tmpfs needs root")
+@pytest.mark.parametrize("where", ["cache", "prefix"])
+def test_a_full_disk_says_disk_full_with_the_path(tmp_path: Path, where: str) -> None:
+    pkg = Crafted("roomy", files={f"share/r/f{i}": os.urandom(64 << 10) for i in range(16)})
+    lock = crafted_lock(tmp_path, [pkg])
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(small)])
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        cache = small / "cache" if where == "cache" else tmp_path / "cache"
+        prefix = small / "env" if where == "prefix" else tmp_path / "env"
+        if where == "prefix":  # the cache on another filesystem: rattler copies
+            pass
+        done = create(lock, prefix, cache)
+        assert done.returncode == 2, done.stderr
+        assert "disk full" in done.stderr and str(small) in done.stderr, done.stderr
+        assert "damaged" not in done.stderr and "Traceback" not in done.stderr
+        assert "hint:" in done.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(small)])
