@@ -19,6 +19,7 @@ import stat
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -112,8 +113,11 @@ def test_a_cached_archive_named_as_another_package_is_refused(tmp_path: Path) ->
     real's archive left in the cache is not linked as ``fake``."""
     real = Crafted("real", files={"share/real.txt": b"real\n"})
     lock_a = crafted_lock(tmp_path / "A", [real])
-    archive = tmp_path / "A" / "channel" / "linux-64" / real.filename
-    lock_c = write_lock(tmp_path / "C", {archive: Crafted("fake", files=real.files)})
+    fake = Crafted("fake", files=real.files)
+    archive = tmp_path / "C" / "channel" / "linux-64" / fake.filename
+    archive.parent.mkdir(parents=True)
+    shutil.copyfile(tmp_path / "A" / "channel" / "linux-64" / real.filename, archive)
+    lock_c = write_lock(tmp_path / "C", {archive: fake})
     cache = cache_at(tmp_path / "cache")
     create_environment(lock_a, tmp_path / "a", platform="linux-64", cache=cache)
     with pytest.raises(EnvfactoryError, match=r"the archive says it is real 1\.0 h0_0"):
@@ -191,17 +195,47 @@ class _Zeros:
         return b"\0" * size
 
 
+class PeakUsage:
+    """The most bytes the files under ``root`` held at once while the block ran (sampled
+    every few milliseconds from another thread)."""
+
+    def __init__(self, root: Path) -> None:
+        import threading
+
+        self.root, self.peak = root, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            total = 0
+            for p in self.root.rglob("*"):
+                try:
+                    total += p.lstat().st_size
+                except OSError:
+                    pass
+            self.peak = max(self.peak, total)
+            self._stop.wait(0.002)
+
+    def __enter__(self) -> PeakUsage:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def test_an_archive_that_expands_beyond_its_paths_json_is_refused_before_it_fills_the_disk(
     tmp_path: Path,
 ) -> None:
-    path, pkg = bomb(tmp_path / "channel", "bomb", declared=10, actual=64 << 20)
+    path, pkg = bomb(tmp_path / "channel", "bomb", declared=10, actual=256 << 20)
     assert path.stat().st_size < 20_000
     lock = write_lock(tmp_path / "lock", {path: pkg})
     cache = cache_at(tmp_path / "cache")
-    with pytest.raises(EnvfactoryError, match=r"share/blob"):
+    with PeakUsage(tmp_path / "cache") as usage, pytest.raises(EnvfactoryError, match=r"share/blob"):
         create_environment(lock, tmp_path / "env", platform="linux-64", cache=cache)
-    used = sum(p.lstat().st_size for p in (tmp_path / "cache").rglob("*") if p.is_file())
-    assert used < 1 << 20, used
+    assert usage.peak < 1 << 20, usage.peak
     assert not (tmp_path / "env").exists()
 
 
@@ -211,33 +245,10 @@ def test_an_archive_with_the_wrong_hash_is_not_unpacked(tmp_path: Path) -> None:
     good = Crafted("bomb", files={"share/blob": b"\0" * 10})
     lock = crafted_lock(tmp_path, [good])
     bomb(tmp_path / "channel", "bomb", declared=10, actual=64 << 20)  # over the locked file
-    seen: list[int] = []
     cache = cache_at(tmp_path / "cache")
-
-    import threading
-
-    stop = threading.Event()
-
-    def watch() -> None:
-        while not stop.is_set():
-            total = 0
-            for p in (tmp_path / "cache").rglob("*"):
-                try:
-                    total += p.lstat().st_size
-                except OSError:
-                    pass
-            seen.append(total)
-            stop.wait(0.005)
-
-    thread = threading.Thread(target=watch)
-    thread.start()
-    try:
-        with pytest.raises(ToolError, match="sha256"):
-            create_environment(lock, tmp_path / "env", platform="linux-64", cache=cache)
-    finally:
-        stop.set()
-        thread.join()
-    assert max(seen, default=0) < 1 << 20, max(seen)
+    with PeakUsage(tmp_path / "cache") as usage, pytest.raises(ToolError, match="sha256"):
+        create_environment(lock, tmp_path / "env", platform="linux-64", cache=cache)
+    assert usage.peak < 1 << 20, usage.peak
 
 
 def test_member_modes_follow_the_umask_in_the_cache_and_the_prefix(tmp_path: Path) -> None:
@@ -348,8 +359,9 @@ def test_a_cache_directory_others_can_write_is_refused(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def other_user() -> pwd.struct_passwd:
-    if os.geteuid() != 0 or shutil.which("useradd") is None:
-        pytest.skip("making another user needs root and useradd")
+    """A real unprivileged user, made with useradd (the tests run as root in CI)."""
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("useradd", "setpriv", "unshare")):
+        pytest.skip("another user needs root, useradd, setpriv and unshare")
     name = "efcache"
     try:
         return pwd.getpwnam(name)
@@ -358,48 +370,79 @@ def other_user() -> pwd.struct_passwd:
         return pwd.getpwnam(name)
 
 
-def test_a_cache_owned_by_another_user_is_refused_and_its_entries_never_linked(
-    tmp_path: Path, other_user: pwd.struct_passwd
+def as_user(
+    user: pwd.struct_passwd, argv: list[str], env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` as ``user`` (setpriv). Where this interpreter lives under a directory
+    other users cannot enter (pyenv under /root), that directory is covered, in a private
+    mount namespace of this command only, by a tmpfs that shows just the interpreter's tree."""
+    real = Path(sys.executable).resolve()
+    blocked = next((p for p in reversed(real.parents) if not p.stat().st_mode & 0o001), None)
+    drop = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--"]
+    if blocked is None:
+        command = [*drop, *argv]
+    else:
+        keep = blocked / real.relative_to(blocked).parts[0]
+        script = (
+            'set -e; t=$(mktemp -d); mount --bind "$1" "$t"; '
+            'mount -t tmpfs -o mode=0755 tmpfs "$2"; mkdir "$1"; mount --bind "$t" "$1"; '
+            'shift 2; exec "$@"'
+        )
+        command = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
+                   str(keep), str(blocked), *drop, *argv]  # fmt: skip
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A directory every user can read (pytest's own tmp_path is under a 0700 directory)."""
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="envfactory-users-"))
+    base.chmod(0o755)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_another_users_cache_is_refused_and_its_planted_entries_never_linked(
+    shared_tmp: Path, other_user: pwd.struct_passwd
 ) -> None:
-    """Another local user (here: a real uid made with useradd) owns a world-writable cache and
-    plants an entry and its lock file. A create run as a third party... here as root with
-    that cache: refused, nothing linked; and the unprivileged user's own create with root's
-    cache: refused too."""
-    pkg = Crafted("plain", files={"share/p.txt": b"genuine\n"})
-    lock = crafted_lock(tmp_path, [pkg])
-    tmp_path.chmod(0o755)
-    for p in tmp_path.rglob("*"):
+    """Another local user (a real uid) fills a cache of their own as an unprivileged user,
+    then edits the entry's file in place (what a planted entry is). Root's create pointed at
+    that cache is refused before anything is linked; so is the other user's create pointed at
+    root's cache, and root's create with a cache whose entries directory anyone can write."""
+    lock = crafted_lock(shared_tmp, [Crafted("plain", files={"share/p.txt": b"genuine\n"})])
+    for p in shared_tmp.rglob("*"):
         p.chmod(0o755 if p.is_dir() else 0o644)
-    cache = tmp_path / "cache"
-    # the other user fills a cache with the genuine package, then edits its files in place
-    cache.mkdir()
-    os.chown(cache, other_user.pw_uid, other_user.pw_gid)
-    as_user = subprocess.run(
-        [ENVFACTORY, "create", str(lock), "-p", str(tmp_path / "theirs"), "--platform", "linux-64"],
-        env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache), "HOME": str(tmp_path)},
-        capture_output=True, text=True, timeout=300, user=other_user.pw_uid,
-        group=other_user.pw_gid, cwd=str(tmp_path),
-    )  # fmt: skip
-    assert as_user.returncode != 0 and "theirs" not in os.listdir(tmp_path), as_user.stderr
-    (tmp_path / "theirs-out").mkdir()
-    os.chown(tmp_path / "theirs-out", other_user.pw_uid, other_user.pw_gid)
-    as_user = subprocess.run(
-        [ENVFACTORY, "create", str(lock), "-p", str(tmp_path / "theirs-out" / "env"),
-         "--platform", "linux-64"],
-        env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache), "HOME": str(tmp_path)},
-        capture_output=True, text=True, timeout=300, user=other_user.pw_uid,
-        group=other_user.pw_gid, cwd=str(tmp_path),
-    )  # fmt: skip
-    assert as_user.returncode == 0, as_user.stderr
-    for planted_file in cache.rglob("p.txt"):
-        subprocess.run(
-            ["sh", "-c", f"printf 'planted!' > '{planted_file}'"], check=True,
-            user=other_user.pw_uid, group=other_user.pw_gid,
-        )  # fmt: skip
-    done = create(lock, tmp_path / "mine", cache)
-    assert done.returncode != 0, done.stdout
-    assert "owned by" in done.stderr and "hint:" in done.stderr, done.stderr
-    assert not (tmp_path / "mine").exists()
+    theirs = shared_tmp / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, other_user.pw_uid, other_user.pw_gid)
+    env = {**os.environ, "HOME": str(theirs), "ENVFACTORY_PKGS_DIRS": str(theirs / "cache")}
+    argv = [ENVFACTORY, "create", str(lock), "-p", str(theirs / "env"), "--platform", "linux-64"]
+    done = as_user(other_user, argv, env)
+    assert done.returncode == 0, done.stderr  # an unprivileged create with its own cache
+    assert (theirs / "env/share/p.txt").stat().st_uid == other_user.pw_uid
+    planted = [p for p in (theirs / "cache").rglob("p.txt")]
+    assert planted
+    as_user(other_user, ["sh", "-c", f"printf 'planted!' > '{planted[0]}'"], env)
+    assert planted[0].read_bytes() == b"planted!"
+
+    mine = create(lock, shared_tmp / "mine", theirs / "cache")
+    assert mine.returncode == 2, mine.stdout
+    assert "owned by efcache" in mine.stderr and "hint:" in mine.stderr, mine.stderr
+    assert not (shared_tmp / "mine").exists()
+
+    roots = shared_tmp / "roots-cache"
+    assert create(lock, shared_tmp / "root-env", roots).returncode == 0
+    env = {**env, "ENVFACTORY_PKGS_DIRS": str(roots)}
+    argv = [ENVFACTORY, "create", str(lock), "-p", str(theirs / "env2"), "--platform", "linux-64"]
+    done = as_user(other_user, argv, env)
+    assert done.returncode == 2 and "owned by root" in done.stderr, done.stderr
+
+    (roots / "sha256").chmod(0o777)  # a mistake: now anyone could plant an entry there
+    again = create(lock, shared_tmp / "root-env2", roots)
+    assert again.returncode == 2 and "writable by other users" in again.stderr, again.stderr
+    assert not (shared_tmp / "root-env2").exists()
 
 
 # ------------------------------------------------------------------------------------------

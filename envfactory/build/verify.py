@@ -266,7 +266,13 @@ def check_files(prefix: Path) -> tuple[list[FileProblem], list[FileProblem], int
             if isinstance(size, int) and st.st_size != size:
                 altered.append(FileProblem(what, rel, f"{st.st_size} bytes, recorded {size}"))
             elif isinstance(want, str) and _sha256(full) != want:
-                altered.append(FileProblem(what, rel, "sha256 differs"))
+                problem = "sha256 differs"
+                if st.st_nlink > 1:  # a hard link into the package cache: the edit is shared
+                    problem += (
+                        f" (a file shared by {st.st_nlink} hard links: the package cache "
+                        "and the environments linked from it; an edit in one shows in all)"
+                    )
+                altered.append(FileProblem(what, rel, problem))
     return missing, altered, checked
 
 
