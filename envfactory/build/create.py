@@ -315,13 +315,16 @@ def create_environment(
                 hits = sum(1 for c in lease if c.outcome == "cached")
                 say(f"linking {len(conda)} conda packages ({hits} were cached already)")
                 # what the post-link check holds each record in conda-meta/ to
-                linked = {c.name: Linked(lease.source(c), c.summary) for c in lease}
+                linked = {c.name: Linked(str(c.directory), c.summary) for c in lease}
                 _to_the_end(
                     lambda: rattler_adapter.install(
                         locked, staging.path, target_platform, lease.view, final_prefix=prefix
                     ),
                     # what comes after the link, imported while rattler links
                     meanwhile=_import_the_rest if meta.activation or meta.combo else None,
+                )
+                _point_records_at_entries(
+                    staging.path, {c.name: (lease.source(c), str(c.directory)) for c in lease}
                 )
                 check_installed(staging.path, linked)
             if wheels:
@@ -349,6 +352,22 @@ def create_environment(
     return CreateResult(
         prefix, target_platform, len(conda), len(wheels), moved, note, replacing, hits
     )
+
+
+def _point_records_at_entries(prefix: Path, sources: Mapping[str, tuple[str, str]]) -> None:
+    """rattler records where it linked each package from (``extracted_package_dir``,
+    ``link.source``): the lease's view, removed once the create is done. Each record is
+    pointed at the cache entry itself (``<cache>/sha256/<sha256>/pkg``), which outlives it;
+    the path is replaced as the JSON text holds it (a record of a TF stack is megabytes)."""
+    for name, (view, entry) in sources.items():
+        rel = f"conda-meta/{name}.json"
+        data = ownfiles.read_file(prefix / rel)
+        if data is None:
+            continue  # check_installed names the missing record
+        old = json.dumps(view, ensure_ascii=False)[1:-1].encode()
+        new = json.dumps(entry, ensure_ascii=False)[1:-1].encode()
+        if old in data:
+            ownfiles.write_file(prefix, rel, data.replace(old, new))
 
 
 def _import_the_rest() -> None:
