@@ -1321,7 +1321,7 @@ class PackageCache:
         if context.get_start_method() == "forkserver":
             # Only these are preloaded: the default would import __main__ (the CLI) again; the
             # second quiets the traceback of a worker forked for a create killed meanwhile.
-            context.set_forkserver_preload(  # type: ignore[attr-defined]
+            context.set_forkserver_preload(
                 ["envfactory.build.pkgcache", "envfactory.build.orphaned"]
             )
             from multiprocessing import resource_tracker

@@ -19,7 +19,6 @@ Errors by errno: a full disk while unpacking is "disk full" with the directory (
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import json
 import os
@@ -76,6 +75,8 @@ def _too_large(what: str, member: str, why: str) -> ArchiveTooLarge:
 def check_bounds(what: str, archive: Path) -> None:
     """Raise ``ArchiveTooLarge`` when the archive's members exceed what its paths.json
     declares (module docstring, step 2); nothing is written."""
+    import asyncio
+
     from rattler.package_streaming import PackageArchive
 
     budget = SLACK_RATIO * archive.stat().st_size + SLACK_BYTES
@@ -87,7 +88,12 @@ def check_bounds(what: str, archive: Path) -> None:
             if entry.is_file:
                 budget -= entry.size
                 if budget < 0:
-                    raise _too_large(what, entry.name, f"brings the info/ section past {budget}")
+                    raise _too_large(
+                        what,
+                        entry.name,
+                        f"({entry.size} bytes) brings the info/ section past the "
+                        f"{SLACK_RATIO}x-the-archive allowance",
+                    )
         raw = await package.read_file("info/paths.json")
         declared: dict[str, int | None] = {}
         if raw is not None:
