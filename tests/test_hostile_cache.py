@@ -484,3 +484,73 @@ def test_a_full_disk_says_disk_full_with_the_path(tmp_path: Path, where: str) ->
         assert "hint:" in done.stderr
     finally:
         subprocess.run(["umount", "-l", str(small)])
+
+
+# ------------------------------------------------------------------------------------------
+# waits: none between two creates, and those there are say what they wait for
+
+
+def test_two_creates_of_other_archives_under_the_same_names_do_not_wait_for_each_other(
+    tmp_path: Path,
+) -> None:
+    """Two locks naming the same name-version-builds with other archives (a rebuilt
+    channel), created at once into one cache, twice over: each gets its own files. Before
+    entries were named by content, each create held entries the other had to replace, and
+    both waited (600 s, silently)."""
+    names = [f"d{i}" for i in range(6)]
+    lock_a = crafted_lock(
+        tmp_path / "A", [Crafted(n, files={f"share/{n}": b"A" + n.encode()}) for n in names]
+    )
+    lock_b = crafted_lock(
+        tmp_path / "B", [Crafted(n, files={f"share/{n}": b"B" + n.encode()}) for n in names]
+    )
+    cache = tmp_path / "cache"
+    env = {**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache)}
+    for round_ in range(2):
+        procs = {
+            which: subprocess.Popen(
+                [
+                    ENVFACTORY,
+                    "create",
+                    str(lock),
+                    "-p",
+                    str(tmp_path / f"{which}{round_}"),
+                    "--platform",
+                    "linux-64",
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for which, lock in (("a", lock_a), ("b", lock_b))
+        }
+        for which, proc in procs.items():
+            _out, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0, err
+            assert "waiting" not in err
+            prefix = tmp_path / f"{which}{round_}"
+            assert verify_environment(prefix).identical
+            for n in names:
+                assert contents(prefix, f"share/{n}") == which.upper().encode() + n.encode()
+
+
+def test_a_wait_for_a_lock_says_what_it_waits_for(tmp_path: Path) -> None:
+    """While another process holds an entry exclusively (``cache clean`` removing it), a
+    create waits and says which entry and why, then goes on."""
+    import fcntl
+    import threading
+
+    lock = crafted_lock(tmp_path, [Crafted("held", files={"share/h": b"h\n"})])
+    cache = tmp_path / "cache"
+    assert create(lock, tmp_path / "a", cache).returncode == 0
+    (lock_file,) = (cache / "sha256").glob("*.lock")
+    with lock_file.open("rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        threading.Timer(2.5, held.close).start()
+        done = create(lock, tmp_path / "b", cache)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"waiting 1 s for the cache entry {lock_file.with_suffix('')}" in done.stdout + done.stderr
+    )
+    assert "cache clean" in done.stdout + done.stderr

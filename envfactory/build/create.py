@@ -58,6 +58,7 @@ from envfactory.build.pkgcache import (
     check_link_target,
     check_links_across,
     handling,
+    saying_waits,
     sweep_stale,
     tree,
 )
@@ -305,7 +306,7 @@ def create_environment(
         staging = Staging.make(prefix.parent, staging_prefix, mode=0o777 & ~umask)
         try:
             say(f"{len(conda)} conda packages: checking them into the cache {cache.root}")
-            with cache.acquire(conda, cache_progress) as lease:
+            with cache.acquire(conda, saying_waits(cache_progress, say)) as lease:
                 check_links_across(
                     {
                         pkg.describe(): (c.directory, c.summary)

@@ -1587,6 +1587,24 @@ def check_extracted(pkg: Wanted, directory: Path) -> EntrySummary:
     return summary
 
 
+def saying_waits(progress: CacheProgress | None, say: Callable[[str], None]) -> CacheProgress:
+    """``progress`` (or none) with every wait for a lock told to ``say`` as well: a create
+    that waits for another process says so on every output, not only on a progress bar."""
+    inner = progress or _Silent()
+
+    class _Said:
+        def start(self, total: int) -> None:
+            inner.start(total)
+
+        def fetched(self, name: str, nbytes: int, outcome: str) -> None:
+            inner.fetched(name, nbytes, outcome)
+
+        def waiting(self, message: str) -> None:
+            say(message)
+
+    return _Said()
+
+
 def callbacks(
     start: Callable[[int], None],
     fetched: Callable[[str, int, str], None],
