@@ -578,3 +578,19 @@ def test_a_file_replaced_in_a_cache_entry_is_unpacked_again(tmp_path: Path) -> N
     assert result.from_cache == 4
     assert (tmp_path / "b/share/pkg1/f0.txt").read_bytes() == original
     assert verify_environment(tmp_path / "b").identical
+
+
+def test_the_cache_imports_nothing_posix_only_at_module_level() -> None:
+    """The CLI runs on Windows hosts (DESIGN.md, decision 15): the cache and what it uses
+    import with the POSIX-only modules made unimportable (locks go through
+    ``envfactory.build.filelock``, which picks ``fcntl`` or ``msvcrt`` when it locks)."""
+    code = (
+        "import sys\n"
+        "for name in ('fcntl', 'pwd', 'grp', 'termios', 'resource'):\n"
+        "    sys.modules[name] = None\n"
+        "import envfactory.build.pkgcache, envfactory.build.filelock\n"
+        "import envfactory.build.unpack, envfactory.build.ownfiles, envfactory.build.create\n"
+        "print('imported')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "imported" in done.stdout, done.stderr
