@@ -294,7 +294,12 @@ def create_environment(
         # is installed
         say(f"{len(wheels)} pip files: checking them into the cache {cache.root}")
         pip_files = pipside.prepare(
-            wheels, cache.root, platform=target_platform, allow_build=allow_build, say=say
+            wheels,
+            cache.root,
+            platform=target_platform,
+            allow_build=allow_build,
+            say=say,
+            index=wheel_dir,
         )
     if replacing is not None:
         records = len(list((prefix / "conda-meta").glob("*.json")))

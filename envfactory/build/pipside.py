@@ -98,8 +98,11 @@ def prepare(
     platform: Platform,
     allow_build: Collection[str] = (),
     say: Say | None = None,
+    index: Path | None = None,
 ) -> Prepared:
-    """Every locked pip file in the cache and checked, sdists built; nothing installed."""
+    """Every locked pip file in the cache and checked, sdists built; nothing installed.
+    ``index``: the local index the packages were relocated to, which also holds the build
+    backend when there are sdists (a mirror does)."""
     from envfactory.build import sdistbuild
     from envfactory.build.pypi import is_sdist
     from envfactory.build.wheelinstall import check_metadata
@@ -115,7 +118,10 @@ def prepare(
     files: dict[str, Path] = {}
     wanted = list(packages)
     if sdists:
-        wanted.append(sdistbuild.backend_package(platform))
+        backend = sdistbuild.backend_package(platform)
+        if index is not None and cache.lookup(backend) is None:
+            backend = backend._replace(url=locate(index, backend).resolve().as_uri())
+        wanted.append(backend)
     for pkg in wanted:
         if session is None and cache.lookup(pkg) is None and not pkg.url.startswith("file:"):
             from envfactory.build.netconfig import pip_session
@@ -170,6 +176,7 @@ def install(
     from envfactory.build.wheelinstall import install_wheel, scheme
 
     where = scheme(staging, final, platform, python)
+    written: set[str] = set()
     for pkg, wheel in prepared.wheels:
         name = canonicalize_name(pkg.name)
         install_wheel(
@@ -178,6 +185,7 @@ def install(
             where,
             requested=name in requirements,
             direct_url=requirements.get(name),
+            written=written,
         )
 
 

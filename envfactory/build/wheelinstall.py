@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path, PureWindowsPath
-from typing import NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from envfactory.build.checks import LockedPackage
 from envfactory.catalog.platforms import Platform, os_of
@@ -119,6 +119,31 @@ def _check_name_version(
         )
 
 
+def _destination(scheme_dict: dict[str, str], where: InstallScheme, written: set[str]) -> Any:
+    """installer's destination, which replaces a file only when an earlier wheel of the same
+    create wrote it (pip replaces it too: tensorflow-gpu 1.14.0 and tensorboard 1.14.0 both
+    declare the ``tensorboard`` console script); any other existing file is left alone and
+    the install refused (it is a conda package's, its inode the package cache's)."""
+    from installer.destinations import SchemeDictionaryDestination
+
+    class Destination(SchemeDictionaryDestination):
+        def write_to_fs(self, scheme: Any, path: str, stream: BinaryIO, is_executable: bool) -> Any:
+            target = os.path.abspath(os.path.join(self.scheme_dict[scheme], path))  # noqa: PTH100, PTH118
+            if os.path.lexists(target):
+                if target not in written:
+                    raise FileExistsError(f"File already exists: {target}")
+                os.unlink(target)  # noqa: PTH108 - a new inode, never written through
+            entry = super().write_to_fs(scheme, path, stream, is_executable)
+            written.add(target)
+            return entry
+
+    return Destination(
+        scheme_dict,
+        interpreter=where.interpreter,
+        script_kind=where.script_kind,  # type: ignore[arg-type]
+    )
+
+
 def install_wheel(
     wheel: Path,
     pkg: LockedPackage,
@@ -126,11 +151,12 @@ def install_wheel(
     *,
     requested: bool,
     direct_url: str | None = None,
+    written: set[str] | None = None,
 ) -> list[str]:
     """Install ``wheel`` (checked by ``check_metadata`` first) into ``where``; returns the
-    paths its ``RECORD`` lists, relative to site-packages."""
+    paths its ``RECORD`` lists, relative to site-packages. ``written`` collects the paths the
+    wheels of one create wrote (a later one may replace those, as pip does)."""
     from installer import install
-    from installer.destinations import SchemeDictionaryDestination
     from installer.sources import WheelFile
     from installer.utils import canonicalize_name as _canonical
 
@@ -143,7 +169,7 @@ def install_wheel(
         extra["direct_url.json"] = (json.dumps(doc, sort_keys=True) + "\n").encode()
     with WheelFile.open(wheel) as source:
         headers = where.headers / _canonical(source.distribution)
-        destination = SchemeDictionaryDestination(
+        destination = _destination(
             {
                 "purelib": str(where.purelib),
                 "platlib": str(where.purelib),
@@ -151,8 +177,8 @@ def install_wheel(
                 "scripts": str(where.scripts),
                 "data": str(where.data),
             },
-            interpreter=where.interpreter,
-            script_kind=where.script_kind,  # type: ignore[arg-type]
+            where,
+            set() if written is None else written,
         )
         try:
             install(source, destination, extra)
