@@ -148,10 +148,10 @@ def prepare(
             wheel = cache.lookup_built(key, stem)
             if wheel is None:
                 tell(f"building {pkg.name} {pkg.version} from {pkg.filename} (offline)")
-                backend = files[sdistbuild.vetted().backend["sha256"]]
+                backend_wheel = files[sdistbuild.vetted().backend["sha256"]]
                 out = cache.scratch()
                 try:
-                    fresh = sdistbuild.build_wheel(path, pkg, backend, out)
+                    fresh = sdistbuild.build_wheel(path, pkg, backend_wheel, out)
                     wheel = cache.put_built(fresh, key)
                 finally:
                     shutil.rmtree(out, ignore_errors=True)
