@@ -931,6 +931,8 @@ class PackageCache:
                     staging = sum(1 for _ in child.iterdir())
                 elif child.name == MEMO:
                     locks = sum(1 for _ in child.glob("*.json"))
+                elif child.name.startswith("."):
+                    continue  # the pip side (pipcache) counts its own
                 elif child.name == ENTRIES:
                     packages = sum(1 for p in child.iterdir() if _SHA256.match(p.name))
                 elif child.name.endswith((".tar.bz2", ".conda")):
@@ -963,7 +965,8 @@ class PackageCache:
                     if _SHA256.match(child.name) and self._retire(child.name, wait=False):
                         removed += 1
         for child in sorted(self.root.iterdir()):
-            if child.name in (STAGING, MEMO, ENTRIES, BY_MD5):
+            # staging, parsed locks, the pip side (pipcache), the entries and md5 notes
+            if child.name.startswith(".") or child.name in (ENTRIES, BY_MD5):
                 continue
             if extracted and _LEGACY_ENTRY.match(child.name):
                 # an entry or sidecar of envfactory <= 0.3's layout (<name>-<version>-<build>)
@@ -997,9 +1000,9 @@ class PackageCache:
     def _session(self) -> Any:
         session = getattr(self._local, "session", None)
         if session is None:
-            import requests
+            from envfactory.build.netconfig import conda_session
 
-            session = requests.Session()
+            session = conda_session()  # .condarc's proxy_servers and ssl_verify
             self._local.session = session
         return session
 
