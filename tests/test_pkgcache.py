@@ -594,3 +594,23 @@ def test_the_cache_imports_nothing_posix_only_at_module_level() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "imported" in done.stdout, done.stderr
+
+
+def test_clean_extracted_keeps_archives_and_removes_the_old_layout(tmp_path: Path) -> None:
+    """``cache clean --extracted`` removes entries, and the entries and sidecars of the
+    <name>-<version>-<build> layout of earlier versions, and keeps the archives."""
+    lock = crafted_lock(tmp_path, packages())
+    cache = cache_at(tmp_path / "cache")
+    create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
+    root = tmp_path / "cache"
+    (root / "pkg0-1.0-h0_0.tar.bz2").write_bytes(b"an archive")
+    (root / "old-1.0-h0_0" / "info").mkdir(parents=True)
+    (root / "old-1.0-h0_0.lock").write_bytes(b"\0" * 40)
+    (root / "old-1.0-h0_0.checked.json").write_text("{}")
+    removed, _freed = cache.clean(archives=False, extracted=True)
+    assert removed == 5 + 1
+    assert (root / "pkg0-1.0-h0_0.tar.bz2").is_file()
+    assert not (root / "old-1.0-h0_0").exists() and not (root / "old-1.0-h0_0.lock").exists()
+    assert not (root / "old-1.0-h0_0.checked.json").exists()
+    assert [p for p in (root / "sha256").iterdir() if p.is_dir()] == []
+    assert verify_environment(tmp_path / "a").identical

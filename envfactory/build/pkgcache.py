@@ -968,14 +968,15 @@ class PackageCache:
             # staging, parsed locks, the pip side (pipcache), the entries and md5 notes
             if child.name.startswith(".") or child.name in (ENTRIES, BY_MD5):
                 continue
-            if extracted and _LEGACY_ENTRY.match(child.name):
+            archive = child.name.endswith((".tar.bz2", ".conda"))
+            if extracted and not archive and _LEGACY_ENTRY.match(child.name):
                 # an entry or sidecar of envfactory <= 0.3's layout (<name>-<version>-<build>)
                 if child.is_dir() and not child.is_symlink():
                     shutil.rmtree(child, ignore_errors=True)
                     removed += 1
                 else:
                     child.unlink(missing_ok=True)
-            elif archives and child.is_file() and child.name.endswith((".tar.bz2", ".conda")):
+            elif archives and archive and child.is_file():
                 child.unlink(missing_ok=True)
                 removed += 1
         return removed, max(0, before - self.info().bytes)
@@ -1463,7 +1464,15 @@ class Lease:
     def make_view(self) -> None:
         self._view = Staging.make(self.cache.root / STAGING, "view-")
         for cached in self.packages:
-            (self._view.path / cached.name).symlink_to(cached.directory)
+            link = self._view.path / cached.name
+            if sys.platform.startswith("win"):
+                # a symlink needs a privilege there; a junction does not (not run here: the
+                # Windows host's create is issue 25's, under wine)
+                import _winapi
+
+                _winapi.CreateJunction(str(cached.directory), str(link))
+            else:
+                link.symlink_to(cached.directory)
             lock = struct.pack(">Q", LOCK_REVISION) + bytes.fromhex(cached.sha256)
             (self._view.path / f"{cached.name}.lock").write_bytes(lock)
 
