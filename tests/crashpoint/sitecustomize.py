@@ -31,7 +31,7 @@ def _install() -> None:
             path = os.fsdecode(path)
         if not isinstance(path, str):
             return False
-        return path.startswith(root) or not os.path.isabs(path)
+        return path.startswith(root) or not os.path.isabs(path)  # noqa: PTH117 (at start-up)
 
     def hook(name: str, args: tuple[object, ...]) -> None:
         if state["busy"]:
