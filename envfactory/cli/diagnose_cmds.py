@@ -178,6 +178,13 @@ def explain(
     from envfactory.diagnose.explain import explain_lines, read_lines
 
     if source == "-":
+        if sys.stdin.isatty():  # a bare 'explain' in a terminal would wait without a word
+            end = "Ctrl-Z then Enter" if sys.platform.startswith("win") else "Ctrl-D"
+            sys.stderr.write(
+                f"paste the log here, then press {end} on an empty line to end it "
+                "(or pass a file: envfactory explain FILE)\n"
+            )
+            sys.stderr.flush()
         result = explain_lines(read_lines(sys.stdin.buffer, encoding, "standard input"))
     else:
         try:
@@ -210,8 +217,10 @@ def recommend(
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> int:
-    """The combos that run on this hardware, best first (native kernels before PTX JIT, newest
-    TensorFlow first), each with why. Without --gpu/--cc it uses the GPUs this machine reports
+    """The combos that run on this hardware, best first, each with why. The order: native
+    kernels before PTX JIT; then fewer unconfirmed catalog facts (pins or GPU code lists not
+    seen in a source, shown as 'N unconfirmed'; see 'envfactory show COMBO'); then newest
+    TensorFlow. Without --gpu/--cc it uses the GPUs this machine reports
     (and their driver, unless --driver is given). Exit 3 when none runs there."""
     from envfactory.catalog.loader import load_catalog
     from envfactory.catalog.model import host_platform, parse_platform
@@ -244,9 +253,10 @@ def recommend(
         )
         if not result.candidates:
             out.print("  none")
-        for c in result.candidates:
-            out.print(f"{c.combo.name}: {c.assessment.verdict}")
-            for why in c.assessment.reasons:
+        for c in result.to_json()["combos"]:
+            doubt = f" ({c['unconfirmed']} unconfirmed)" if c["unconfirmed"] else ""
+            out.print(f"{c['combo']}: {c['verdict']}{doubt}")
+            for why in c["why"]:
                 out.print(f"  - {why}")
     return EXIT_OK if result.candidates else EXIT_PROBLEMS_FOUND
 

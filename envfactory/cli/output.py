@@ -65,6 +65,19 @@ def print_error(message: str, hint: str | None) -> None:
     sys.stderr.flush()
 
 
+def print_json_error(message: str, hint: str | None, exit_code: int, kind: str) -> None:
+    """An error under ``--json``: one JSON object on stdout, where a script reads the result
+    (conda does the same), with the exit code the process ends with."""
+    print_json(
+        {
+            "error": message,
+            "hint": hint,
+            "exit_code": exit_code,
+            "exception_name": kind,
+        }
+    )
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
     sys.stdout.flush()
