@@ -1,8 +1,9 @@
 """NVIDIA GPUs and their compute capabilities: the table in ``data/gpus.yaml`` and name lookup.
 
 Names are matched tolerantly: ``RTX 3080``, ``rtx3080``, ``GeForce RTX 3080``, ``NVIDIA GeForce
-RTX 3080`` and the ``nvidia-smi`` form ``NVIDIA A100-SXM4-80GB`` all find their row. A ``Ti``/``SUPER`` variant
-missing from the table resolves to its base model of the same generation, and says so.
+RTX 3080`` and the ``nvidia-smi`` form ``NVIDIA A100-SXM4-80GB`` all find their row. A
+``Ti``/``SUPER`` variant missing from the table resolves to its base model of the same
+generation, and says so.
 """
 
 from __future__ import annotations

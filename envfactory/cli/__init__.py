@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from envfactory import __version__
-from envfactory.cli.output import print_error, print_json_error
+from envfactory.cli.output import NORMAL, print_error, print_json_error, set_level
 from envfactory.errors import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -125,6 +125,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             print_error(message, hint)
         return code
 
+    set_level(NORMAL)  # -q/-v of an earlier run() in the same process do not carry over
     try:
         modules = modules_for(args)
         only = args[0] if len(modules) == 1 else None  # the command it names

@@ -14,6 +14,19 @@ from envfactory.errors import UserInputError
 
 Choice = TypeVar("Choice", bound=str)
 
+# How much progress the commands print on stderr (-q, default, -v); errors always show.
+QUIET, NORMAL, VERBOSE = 0, 1, 2
+_level = NORMAL
+
+
+def set_level(level: int) -> None:
+    global _level
+    _level = level
+
+
+def level() -> int:
+    return _level
+
 
 def choose(value: str, options: tuple[Choice, ...], option: str) -> Choice:
     """An option's value as one of a closed set (a Literal type), or a UserInputError naming
@@ -65,6 +78,18 @@ def print_error(message: str, hint: str | None) -> None:
     sys.stderr.flush()
 
 
+def warn(message: str) -> None:
+    """A line on stderr that -q does not silence: a deprecation, a caveat about the result."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+def detail(message: str) -> None:
+    """A line only -v prints (one per package)."""
+    if _level >= VERBOSE:
+        note(message)
+
+
 def print_json_error(message: str, hint: str | None, exit_code: int, kind: str) -> None:
     """An error under ``--json``: one JSON object on stdout, where a script reads the result
     (conda does the same), with the exit code the process ends with."""
@@ -84,6 +109,8 @@ def print_json(data: Any) -> None:
 
 
 def note(message: str) -> None:
-    """A progress or status line on stderr, so stdout stays clean for data."""
+    """A progress or status line on stderr, so stdout stays clean for data; none under -q."""
+    if _level == QUIET:
+        return
     sys.stderr.write(message + "\n")
     sys.stderr.flush()

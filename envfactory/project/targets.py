@@ -12,8 +12,6 @@ The rule, the same for every command:
 
 from __future__ import annotations
 
-import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
@@ -102,20 +100,13 @@ def _missing_lock_hint(target: str, project: Project | None) -> str:
     return f"'{target}' is not {known}"
 
 
-_PLAIN_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.+\-]*\Z")
-
-
 def named_prefix(name: str) -> Path:
-    """``-n NAME``: the first directory of CONDA_ENVS_PATH, else ~/.conda/envs (where conda
-    looks for named environments too). NAME is a plain name, never a path."""
-    if not _PLAIN_NAME.fullmatch(name) or name in (".", ".."):
-        raise UserInputError(
-            f"-n takes a plain environment name, not {name!r}",
-            "letters, digits, '_', '.', '+' and '-'; for a path use -p PREFIX",
-        )
-    envs = os.environ.get("CONDA_ENVS_PATH", "").split(os.pathsep)[0]
-    base = Path(envs) if envs else Path.home() / ".conda" / "envs"
-    return base / name
+    """``-n NAME`` of a new environment: NAME in the first usable envs dir, found as conda
+    and micromamba find it (``envfactory.project.envdirs``). NAME is a plain name, never a
+    path."""
+    from envfactory.project.envdirs import new_prefix
+
+    return new_prefix(name)
 
 
 def prefix_target(target: str, *, project_file: Path | None = None) -> Path:
