@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -34,7 +34,7 @@ from envfactory.build.lockmeta import LockMetadata
 from envfactory.build.pkgcache import PackageCache, local_path
 from envfactory.catalog.model import Platform
 from envfactory.errors import ToolError, UserInputError
-from envfactory.progress import Progress
+from envfactory.progress import Progress, SilentTransfer, Transfer
 
 if TYPE_CHECKING:
     import requests
@@ -108,6 +108,7 @@ def mirror_lock(
     platforms: Sequence[Platform] = (),
     progress: Progress | None = None,
     cache: PackageCache | None = None,
+    transfer: Transfer | None = None,
 ) -> MirrorResult:
     """Download exactly the packages of ``lock_path`` (all its platforms unless ``platforms``),
     check each against the lock's hash, and index ``directory`` as a channel."""
@@ -134,11 +135,14 @@ def mirror_lock(
     outcomes: dict[str, Outcome] = {}
     import requests  # here, not at import time: requests costs the CLI start-up time
 
+    files = transfer or SilentTransfer()
+    say(f"fetching {len(wanted)} files into {directory}")
+    files.start(len(wanted))
     with requests.Session() as session:
-        for index, (rel, pkg) in enumerate(sorted(wanted.items()), 1):
-            outcome = fetch_verified(pkg, directory / rel, session, cache)
+        for rel, pkg in sorted(wanted.items()):
+            outcome = fetch_verified(pkg, directory / rel, session, cache, files.transferred)
             outcomes[rel] = outcome
-            say(f"[{index}/{len(wanted)}] {rel}: {outcome}")
+            files.fetched(rel, (directory / rel).stat().st_size, outcome)
     say(f"indexing {directory}")
     rattler_adapter.index_channel(directory)
     recorded = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(lock_path))
@@ -150,6 +154,7 @@ def fetch_verified(
     dest: Path,
     session: requests.Session,
     cache: PackageCache | None = None,
+    transferred: Callable[[int], None] | None = None,
 ) -> Outcome:
     """Put the locked file at ``dest``, whole and with the lock's hash, or raise."""
     if dest.is_file():
@@ -174,7 +179,7 @@ def fetch_verified(
         shutil.copyfile(local, part)
         outcome = "copied"
     else:
-        outcome = _download(pkg.url, part, session)
+        outcome = _download(pkg.url, part, session, transferred)
     try:
         verify_file(pkg, part)
     except ToolError:
@@ -183,7 +188,7 @@ def fetch_verified(
             raise
         # What was there before the resume was not the start of this file: start over once.
         part.unlink()
-        _download(pkg.url, part, session)
+        _download(pkg.url, part, session, transferred)
         try:
             verify_file(pkg, part)
         except ToolError:
@@ -209,7 +214,12 @@ def _share(archive: Path, cache: PackageCache) -> None:
             os.link(archive, target)
 
 
-def _download(url: str, part: Path, session: requests.Session) -> Outcome:
+def _download(
+    url: str,
+    part: Path,
+    session: requests.Session,
+    transferred: Callable[[int], None] | None = None,
+) -> Outcome:
     """Fetch ``url`` into ``part``, continuing after the bytes already there when the server
     honours ``Range`` (206); a 200 answer means it did not, so the file is rewritten."""
     import requests
@@ -225,6 +235,8 @@ def _download(url: str, part: Path, session: requests.Session) -> Outcome:
             with part.open("ab" if resumed else "wb") as handle:
                 for chunk in response.iter_content(CHUNK):
                     handle.write(chunk)
+                    if transferred is not None:
+                        transferred(len(chunk))
     except requests.RequestException as exc:
         kept = part.stat().st_size if part.is_file() else 0
         again = (

@@ -251,42 +251,6 @@ def lock(
     return EXIT_OK
 
 
-class _CacheBar:
-    """A rich progress bar on stderr for the package cache (downloads and extraction)."""
-
-    def __init__(self) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        from envfactory.cli.output import stderr_console
-
-        self.bar = Progress(
-            TextColumn("  packages"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[last]}"),
-            console=stderr_console(),
-            transient=True,
-        )
-        self.task: Any = None
-
-    def start(self, total: int) -> None:
-        self.task = self.bar.add_task("", total=total, last="")
-        self.bar.start()
-
-    def fetched(self, name: str, nbytes: int, outcome: str) -> None:
-        self.bar.update(self.task, advance=1, last=f"{name} ({outcome}, {nbytes >> 10} KiB)")
-
-    def stop(self) -> None:
-        self.bar.stop()
-
-
 def create(
     target: str | None = typer.Argument(
         None,
@@ -359,6 +323,7 @@ def create(
     from envfactory.build.channels import CONFIG_FILE, load_channel_map
     from envfactory.build.create import create_environment
     from envfactory.catalog.platforms import parse_platform
+    from envfactory.cli.transfer import transfer_display
     from envfactory.project.envdirs import register
     from envfactory.project.targets import lock_target, named_prefix
 
@@ -388,9 +353,8 @@ def create(
     if dry_run:
         return _dry_run(lock_path, where, chosen, force)
     note(f"creating {where} from {lock_path}")
-    # The bar is drawn only on a terminal; elsewhere rich would draw nothing, and importing
-    # it costs a warm create ~0.08 s (issue 11).
-    bar = _CacheBar() if sys.stderr.isatty() else None
+    # A bar with bytes and rate on a terminal, lines under -v elsewhere (cli/transfer.py)
+    bar = transfer_display("packages")
     try:
         result = create_environment(
             lock_path,
@@ -403,8 +367,7 @@ def create(
             cache_progress=bar,
         )
     finally:
-        if bar is not None:
-            bar.stop()
+        bar.stop()
     # plain lines: rich (~0.05 s to import) would add nothing to them
     lines = []
     if result.replaced is not None:

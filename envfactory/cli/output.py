@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 from envfactory.errors import UserInputError
+from envfactory.progress import stop_point
 
 Choice = TypeVar("Choice", bound=str)
 
@@ -114,3 +115,4 @@ def note(message: str) -> None:
         return
     sys.stderr.write(message + "\n")
     sys.stderr.flush()
+    stop_point(message)

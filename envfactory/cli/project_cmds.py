@@ -44,18 +44,24 @@ def mirror(
     """
     from envfactory.build.mirror import mirror_lock
     from envfactory.catalog.model import parse_platform
+    from envfactory.cli.transfer import transfer_display
     from envfactory.project.targets import lock_target
 
     conventions.set_verbosity(quiet, verbose)
     platform = conventions.platforms(platform, old_platform)
     lock_path = lock_target(target, project_file=project_file, locks_dir=locks_dir).lock
     note(f"mirroring {lock_path} into {directory}")
-    result = mirror_lock(
-        lock_path,
-        directory,
-        platforms=[parse_platform(p) for p in platform],
-        progress=None if as_json else _progress,
-    )
+    bar = transfer_display("files")
+    try:
+        result = mirror_lock(
+            lock_path,
+            directory,
+            platforms=[parse_platform(p) for p in platform],
+            progress=None if as_json else _progress,
+            transfer=None if as_json else bar,
+        )
+    finally:
+        bar.stop()
     command = result.create_command(target)
     if as_json:
         print_json(
