@@ -48,7 +48,12 @@ def quiet_option() -> bool:
 
 def verbose_option() -> int:
     return typer.Option(  # type: ignore[no-any-return]
-        0, "-v", "--verbose", count=True, help="Print more progress: one line per package."
+        0,
+        "-v",
+        "--verbose",
+        count=True,
+        show_default=False,
+        help="Print more progress: one line per file, and the bytes downloaded.",
     )
 
 
