@@ -58,7 +58,7 @@ def test_the_quick_start_runs_as_written(test_channels: dict[str, Path], tmp_pat
     """The online quick start, against the test channels through the variables an air-gapped
     user sets (the offline one: tests/test_quickstart.py)."""
     commands = quickstart_commands()
-    assert [c[1] for c in commands] == ["render", "lock", "create", "doctor"]
+    assert [c[1] for c in commands] == ["lock", "create", "doctor"]
     env = {
         **os.environ,
         "ENVFACTORY_CHANNEL_MAP": f"defaults={test_channels['defaults'].as_uri()}",

@@ -8,6 +8,7 @@ import functools
 import os
 import pty
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -126,3 +127,66 @@ def test_a_terminal_gets_a_bar_with_bytes_and_rate(served_lock: Path, tmp_path: 
     screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode(errors="replace"))
     bar = r"packages .* 6/6 +[\d.]+ (KiB|MiB) at [\d.]+ (B|KiB|MiB|GiB)/s"
     assert re.search(bar, screen), screen
+
+
+class Recorder:
+    """A ``progress.Transfer`` that keeps what it is told (the CLI's draws it)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.nbytes = 0
+        self.files: list[tuple[str, int, str]] = []
+
+    def start(self, total: int) -> None:
+        self.total = total
+
+    def transferred(self, nbytes: int) -> None:
+        self.nbytes += nbytes
+
+    def fetched(self, name: str, nbytes: int, outcome: str) -> None:
+        self.files.append((name, nbytes, outcome))
+
+
+def test_the_pip_files_report_their_bytes_too(
+    test_channels: dict[str, Path], tmp_path: Path
+) -> None:
+    """create's pip half (26pip's pipside) through the same interface: every wheel once, the
+    bytes that came over HTTP, and no per-file lines in the phases."""
+    from envfactory.build.channels import ChannelMap
+    from envfactory.build.create import create_environment
+    from envfactory.build.lock import LockRequest, lock_combo
+    from envfactory.build.pkgcache import CacheLocation, PackageCache
+    from envfactory.catalog.loader import load_catalog
+
+    www = tmp_path / "www"
+    shutil.copytree(test_channels["wheels"], www / "wheels")
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(www)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    request = LockRequest.for_combo(
+        load_catalog().combo("tf114-cuda100"),
+        platforms=["linux-64"],
+        channel_map=ChannelMap({"defaults": test_channels["defaults"].as_uri()}),
+        pip_index=str(test_channels["wheels"]),
+    )
+    lock_combo(request, tmp_path / "locks")
+    lock = tmp_path / "locks" / "conda-lock.yml"
+    lock.write_text(
+        lock.read_text().replace(test_channels["wheels"].resolve().as_uri(), f"{url}/wheels")
+    )
+    pip = Recorder()
+    phases: list[str] = []
+    try:
+        result = create_environment(
+            lock, tmp_path / "env", platform="linux-64", progress=phases.append,
+            cache=PackageCache(CacheLocation(tmp_path / "cache")), pip_transfer=pip,
+        )  # fmt: skip
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert result.pip == pip.total == len(pip.files) == 23
+    assert {outcome for _, _, outcome in pip.files} == {"downloaded"}
+    served = {p.name: p.stat().st_size for p in (www / "wheels").iterdir()}
+    assert {name: size for name, size, _ in pip.files} == {n: served[n] for n, *_ in pip.files}
+    assert pip.nbytes == result.pip_downloaded == sum(size for _, size, _ in pip.files)
+    assert not [line for line in phases if line.startswith("downloaded ")]
