@@ -23,7 +23,7 @@ import tarfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import rattler.index
 
@@ -664,7 +664,7 @@ def add_project_wheels(folder: Path) -> Path:
 # examples/offline/channel: the README's offline quick start (scripts/build-example-channel).
 
 EXAMPLE_COMBO = "tf210-cuda112"
-EXAMPLE_PLATFORM = "linux-64"
+EXAMPLE_PLATFORM: Final = "linux-64"
 
 
 def example_channel_packages(conda_forge: Path, scratch: Path) -> list[StubPackage]:
