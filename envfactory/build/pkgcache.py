@@ -135,7 +135,9 @@ class Wanted(Protocol):
 
 
 class CacheProgress(Protocol):
-    """Told what the cache does, so the CLI can draw a progress bar (the core never prints)."""
+    """Told what the cache does, so the CLI can draw a progress bar (the core never prints).
+    One that also has ``transferred(nbytes)`` (``envfactory.progress.Transfer``) is told the
+    bytes the workers download, a few times a second."""
 
     def start(self, total: int) -> None:
         """``total`` packages are needed."""
@@ -1046,6 +1048,9 @@ class PackageCache:
                 with target.open("wb") as handle:
                     for chunk in response.iter_content(CHUNK):
                         handle.write(chunk)
+                        if _DOWNLOADED is not None:
+                            with _DOWNLOADED.get_lock():
+                                _DOWNLOADED.value += len(chunk)
         except requests.RequestException as exc:
             raise OfflineError(
                 f"cannot download {url}: {exc}",
@@ -1279,7 +1284,7 @@ class PackageCache:
                     outcomes[i] = outcome
                     report.fetched(packages[i].name, size, outcome)
 
-                self._fill(missing, packages, landed)
+                self._fill(missing, packages, landed, getattr(report, "transferred", None))
             else:
                 pkg = packages[(missing or [0])[0]]
                 raise ToolError(
@@ -1336,9 +1341,11 @@ class PackageCache:
         indices: Sequence[int],
         packages: Sequence[Wanted],
         landed: Callable[[int, Outcome, int], None],
+        transferred: Callable[[int], None] | None = None,
     ) -> None:
         """Populate the entries of ``packages[i]`` for each index in worker processes;
-        ``landed(i, outcome, size)`` runs here as each one finishes."""
+        ``landed(i, outcome, size)`` runs here as each one finishes, ``transferred(nbytes)``
+        a few times a second while the workers download."""
         import multiprocessing
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -1354,6 +1361,8 @@ class PackageCache:
             from multiprocessing import resource_tracker
 
             resource_tracker.ensure_running()  # it would unblock SIGINT and SIGTERM in the block
+        downloaded = context.Value("q", 0) if transferred is not None else None
+        reported = 0
         pool: ProcessPoolExecutor | None = None
         try:
             # all of the pool's workers start, or none do; a signal that came meanwhile is
@@ -1363,14 +1372,21 @@ class PackageCache:
                     min(workers(), len(indices)),
                     mp_context=context,
                     initializer=_worker_init,
-                    initargs=(os.getpid(),),
+                    initargs=(os.getpid(), downloaded),
                 )
                 with _main_not_reimported():
                     pending = {
                         pool.submit(_fill_one, self.location, packages[i]): i for i in indices
                     }
             while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                # with a listener, wake up 4 times a second to tell it the bytes downloaded
+                tick = 0.25 if downloaded is not None else None
+                finished, _ = wait(pending, timeout=tick, return_when=FIRST_COMPLETED)
+                if transferred is not None and downloaded is not None:
+                    now = downloaded.value
+                    if now > reported:
+                        transferred(now - reported)
+                        reported = now
                 for future in finished:
                     i = pending.pop(future)
                     error = future.exception()
@@ -1404,7 +1420,14 @@ def _main_not_reimported() -> Iterator[None]:
         main.__file__ = path
 
 
-def _worker_init(parent: int) -> None:
+# In a worker: the shared count of bytes downloaded, which the create's process reads for its
+# progress bar (a multiprocessing Value, handed over as the worker starts).
+_DOWNLOADED: Any = None
+
+
+def _worker_init(parent: int, downloaded: Any = None) -> None:
+    global _DOWNLOADED
+    _DOWNLOADED = downloaded
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles it and waits for us
     # started with them blocked (interrupts_deferred): SIGTERM and SIGHUP end a worker again
     if hasattr(signal, "pthread_sigmask"):
@@ -1637,7 +1660,10 @@ def saying_waits(progress: CacheProgress | None, say: Callable[[str], None]) -> 
         def waiting(self, message: str) -> None:
             say(message)
 
-    return _Said()
+    said = _Said()
+    if hasattr(inner, "transferred"):  # told the bytes the workers download (progress.Transfer)
+        said.transferred = inner.transferred  # type: ignore[attr-defined]
+    return said
 
 
 def callbacks(
