@@ -106,7 +106,7 @@ def test_a_kill_9_while_cache_clean_removes_an_entry_breaks_no_later_create(tmp_
     cache = tmp_path / "cache"
     assert create(lock, tmp_path / "a", cache).returncode == 0
     subprocess.run(
-        [ENVFACTORY, "cache", "clean"],
+        [ENVFACTORY, "cache", "clean", "-y"],
         env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache), "PYTHONPATH": str(CRASHPOINT),
              "EF_CRASH_AFTER": f"os.remove:5:{cache}", "EF_CRASH_LOG": str(tmp_path / "crash.log")},
         capture_output=True, text=True, timeout=120,
