@@ -627,11 +627,13 @@ class CheckResult:
     reasons: tuple[str, ...]
 
 
-def check_lock(request: LockRequest, directory: Path) -> CheckResult:
+def check_lock(request: LockRequest, directory: Path, *, resolve: bool = False) -> CheckResult:
     """Whether the lock in ``directory`` is the lock of ``request`` as it is now: the recorded
-    inputs against the current ones, and every file of the set against the digest conda-lock.yml
-    recorded for it. Reads only conda-lock.yml's metadata block (no conda-lock import, no
-    package list): the read floor."""
+    inputs against the current ones, every file of the set against the digest conda-lock.yml
+    recorded for it, and the package list against what a lock run writes (``lockreview``:
+    nothing unrequired, the same packages as the explicit files). ``resolve``: also solve again
+    against the locked versions and report any difference (``lockreview.resolve_differences``).
+    conda-lock is never imported."""
     path = directory / LOCK_FILE
     if not path.is_file():
         return CheckResult(False, (f"{path} does not exist",))
@@ -665,6 +667,13 @@ def check_lock(request: LockRequest, directory: Path) -> CheckResult:
     reasons += stale_files(directory, meta.files)
     if not reasons and meta.inputs_sha256 != inputs_hash(current_inputs):
         reasons.append("the recorded inputs hash does not match the inputs")
+    from envfactory.build.lockreview import hand_edits, resolve_differences
+
+    explicit = {p: explicit_name(p) for p in request.platforms if explicit_name(p) in meta.files}
+    lock, edits = hand_edits(path, directory, explicit)
+    reasons += edits
+    if resolve and not reasons:
+        reasons += resolve_differences(request, lock)
     return CheckResult(not reasons, tuple(reasons))
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
 
-from envfactory.cli.output import choose, note, print_json, stdout_console
+from envfactory.cli.output import choose, note, print_json, stdout_console, write_lines
 from envfactory.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS_FOUND, UserInputError
 
 if TYPE_CHECKING:  # each command imports what it uses when it runs
@@ -136,6 +136,13 @@ def lock(
         help="Do not solve: exit 0 when every lock matches its current inputs, 1 with the "
         "reasons when one is stale.",
     ),
+    resolve: bool = typer.Option(
+        False,
+        "--resolve",
+        help="With --check: also solve again (py-rattler, and uv for pip) with every locked "
+        "version as a constraint, and fail on any difference from the lock. Use it in CI on "
+        "locks from pull requests.",
+    ),
     virtual_package_spec: Path | None = typer.Option(
         None,
         "--virtual-package-spec",
@@ -172,8 +179,10 @@ def lock(
         virtual_package_spec, pip_index, out,
     )  # fmt: skip
     many = target is None
+    if resolve and not check:
+        raise UserInputError("--resolve goes with --check", "envfactory lock --check --resolve")
     if check:
-        results = [(t, check_lock(t.request, t.directory)) for t in targets]
+        results = [(t, check_lock(t.request, t.directory, resolve=resolve)) for t in targets]
         all_fresh = all(r.fresh for _, r in results)
         if as_json:
             views = {
@@ -201,8 +210,7 @@ def lock(
             lines.append(f"{path} is stale: {t.label}")
             lines += [f"  {reason}" for reason in r.reasons]
             lines.append(f"regenerate: {_regenerate(t.request, virtual_package_spec, out)}")
-        sys.stdout.write("".join(f"{line}\n" for line in lines))
-        sys.stdout.flush()
+        write_lines(lines)
         return EXIT_OK if all_fresh else EXIT_BAD_INPUT
 
     console = stdout_console()
@@ -380,8 +388,7 @@ def create(
         f"{result.pip} pip packages ({result.from_cache} conda packages from the cache)"
     )
     lines += [f"activation script {path}" for path in result.activation]
-    sys.stdout.write("".join(f"{line}\n" for line in lines))
-    sys.stdout.flush()
+    write_lines(lines)
     if result.activation_note:
         note(f"note: {result.activation_note}")
     return EXIT_OK

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 from envfactory.errors import UserInputError
+from envfactory.untrusted import safe_text
 
 Choice = TypeVar("Choice", bound=str)
 
@@ -35,7 +36,13 @@ class Lines:
         self.stream = stream
 
     def print(self, text: str = "") -> None:
-        self.stream.write(text + "\n")
+        self.stream.write(safe_text(text) + "\n")
+
+
+def write_lines(lines: Sequence[str]) -> None:
+    """Plain lines on stdout, each made safe to print (``untrusted.safe_text``)."""
+    sys.stdout.write("".join(f"{safe_text(line)}\n" for line in lines))
+    sys.stdout.flush()
 
 
 def stdout_console() -> Lines:
@@ -59,9 +66,11 @@ def stderr_console() -> Console:
 
 
 def print_error(message: str, hint: str | None) -> None:
-    sys.stderr.write(f"error: {message}\n")
+    """``error:`` and ``hint:`` lines; a message quotes input (a lock's strings, a URL), so it
+    is printed without credentials or escape sequences (``untrusted.safe_text``)."""
+    sys.stderr.write(f"error: {safe_text(message)}\n")
     if hint:
-        sys.stderr.write(f"hint: {hint}\n")
+        sys.stderr.write(f"hint: {safe_text(hint)}\n")
     sys.stderr.flush()
 
 
@@ -72,5 +81,5 @@ def print_json(data: Any) -> None:
 
 def note(message: str) -> None:
     """A progress or status line on stderr, so stdout stays clean for data."""
-    sys.stderr.write(message + "\n")
+    sys.stderr.write(safe_text(message) + "\n")
     sys.stderr.flush()
