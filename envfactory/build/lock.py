@@ -669,7 +669,11 @@ def check_lock(request: LockRequest, directory: Path, *, resolve: bool = False) 
         reasons.append("the recorded inputs hash does not match the inputs")
     from envfactory.build.lockreview import hand_edits, resolve_differences
 
-    explicit = {p: explicit_name(p) for p in request.platforms if explicit_name(p) in meta.files}
+    explicit = {
+        p: (explicit_name(p), meta.files[explicit_name(p)])
+        for p in request.platforms
+        if explicit_name(p) in meta.files
+    }
     lock, edits = hand_edits(path, directory, explicit)
     reasons += edits
     if resolve and not reasons:

@@ -36,11 +36,14 @@ Listed = dict[tuple[str, str], tuple[str, str]]
 
 
 def hand_edits(
-    path: Path, directory: Path, explicit: Mapping[Platform, str]
+    path: Path, directory: Path, explicit: Mapping[Platform, tuple[str, str]]
 ) -> tuple[LockContents, list[str]]:
     """The lock at ``path`` and what in its package list no lock run wrote: packages nothing
-    requires, and differences from the explicit files (``explicit``: platform -> file name)."""
+    requires, and differences from the explicit files (``explicit``: platform -> the file's
+    name and recorded digest; a file that does not match its digest is not compared, the
+    caller has said so already)."""
     from envfactory.build.lockfile import describe_package, read_lock_for_review
+    from envfactory.build.lockmeta import file_digest
 
     lock, stray = read_lock_for_review(path)
     reasons = [
@@ -49,13 +52,14 @@ def hand_edits(
         for p in stray
     ]
     for platform in lock.platforms:
-        name = explicit.get(platform)
-        if name is None:
-            continue
+        name, digest = explicit.get(platform, ("", ""))
         try:
-            text = (directory / name).read_text(encoding="utf-8")
+            data = (directory / name).read_bytes() if name else b""
+            text = data.decode("utf-8")
         except (OSError, UnicodeError):
             continue  # stale_files has said that it is missing or unreadable
+        if not name or file_digest(data) != digest:
+            continue
         listed = _from_yml(p for p in lock.packages if p.platform == platform)
         reasons += _differences(platform, name, listed, _from_explicit(text))
     return lock, reasons
