@@ -31,7 +31,7 @@ from envfactory.activation.plan import ActivationPlan, plan_for, recorded_plan_p
 from envfactory.build.channels import ChannelMap
 from envfactory.build.lock import LockRequest, lock_combo
 from envfactory.build.lockfile import read_lock, toposort
-from envfactory.build.lockmeta import file_digest
+from envfactory.build.lockmeta import file_digest, package_block
 from envfactory.catalog.loader import load_catalog
 from envfactory.errors import UserInputError
 from envfactory.untrusted import redact, redact_url, safe_text, terminal_text, url_problem
@@ -168,8 +168,9 @@ def test_lock_check_reports_a_changed_url(
 
 def forge(directory: Path, wheels: Path) -> tuple[str, str]:
     """A consistent forgery of the set in ``directory``: an unrequired wheel appended and made a
-    dependency of tensorflow-gpu, cudnn's md5 changed, the explicit file edited the same way and
-    its digest in conda-lock.yml updated. Returns (the added wheel's name, cudnn's new md5)."""
+    dependency of tensorflow-gpu, cudnn's md5 changed, the explicit file edited the same way, and
+    the digests conda-lock.yml records (the explicit file's, the package list's) updated.
+    Returns (the added wheel's name, cudnn's new md5)."""
     wheel = next(wheels.glob("astunparse-*.whl"))
     sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
     lock = directory / "conda-lock.yml"
@@ -196,6 +197,10 @@ def forge(directory: Path, wheels: Path) -> tuple[str, str]:
     )
     assert old_digest in text
     text = text.replace(old_digest, file_digest(listed.encode()))
+    # and the digest of the package list the lock records (envfactory.packages_sha256)
+    old_list = file_digest((package_block(lock.read_text()) or "").encode())
+    assert old_list in text
+    text = text.replace(old_list, file_digest((package_block(text) or "").encode()))
     explicit.write_text(listed)
     lock.write_text(text)
     return "astunparse", forged_md5

@@ -33,7 +33,13 @@ from envfactory.build.checks import (
     refuse,
     solver_hint,
 )
-from envfactory.build.lockmeta import LockMetadata, file_digest, read_lock_header, stale_files
+from envfactory.build.lockmeta import (
+    LockMetadata,
+    file_digest,
+    package_block,
+    read_lock_header,
+    stale_files,
+)
 from envfactory.build.render import (
     NO_ADDITIONS,
     VIRTUAL_PACKAGES_FILE,
@@ -564,14 +570,20 @@ def _lock_files(
     )
     packages = [pkg for p in request.platforms for pkg in solved[p]]
     sources = sorted({_env_file_of(rendered, p) for p in request.platforms})
-    lock_text = condalock_adapter.render_lock(
-        packages,
-        platforms=request.platforms,
-        channels=[redact_url(u) for u in request.channel_map.urls(channel_names)],
-        sources=sources,
-        content_hash=content_hash,
-        custom_metadata=metadata.to_custom_metadata(),
-    )
+
+    def render(meta: LockMetadata) -> str:
+        return condalock_adapter.render_lock(
+            packages,
+            platforms=request.platforms,
+            channels=[redact_url(u) for u in request.channel_map.urls(channel_names)],
+            sources=sources,
+            content_hash=content_hash,
+            custom_metadata=meta.to_custom_metadata(),
+        )
+
+    # written twice: the digest of the package list goes into the metadata above it
+    block = package_block(render(metadata)) or ""
+    lock_text = render(metadata._replace(packages_sha256=file_digest(block.encode("utf-8"))))
     return [*others, (LOCK_FILE, lock_text)]
 
 
@@ -667,6 +679,11 @@ def check_lock(request: LockRequest, directory: Path, *, resolve: bool = False) 
     reasons += stale_files(directory, meta.files)
     if not reasons and meta.inputs_sha256 != inputs_hash(current_inputs):
         reasons.append("the recorded inputs hash does not match the inputs")
+    listed = meta.packages_sha256 is not None and header.packages_digest == meta.packages_sha256
+    if listed and not resolve:
+        # the package list is the one the lock was written with (a forger who recomputes the
+        # digest is caught by --resolve): no need to parse it
+        return CheckResult(not reasons, tuple(reasons))
     from envfactory.build.lockreview import hand_edits, resolve_differences
 
     explicit = {
@@ -675,6 +692,12 @@ def check_lock(request: LockRequest, directory: Path, *, resolve: bool = False) 
         if explicit_name(p) in meta.files
     }
     lock, edits = hand_edits(path, directory, explicit)
+    if not listed and not edits:
+        edits = [
+            "the package list is not the one this lock was written with (edited by hand?)"
+            if meta.packages_sha256
+            else "the lock records no digest of its package list (made by an older envfactory)"
+        ]
     reasons += edits
     if resolve and not reasons:
         reasons += resolve_differences(request, lock)

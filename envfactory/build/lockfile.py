@@ -522,7 +522,11 @@ def _validated(lock: Document, path: Path) -> LockContents:
         content_hash=dict(lock.content_hash),
         custom_metadata=custom,
     )
-    stray = unreachable(packages, meta.inputs, str(path))
+    # a lock made before envfactory recorded pip dependencies (no packages_sha256, no pip
+    # package with any) has none: its pip packages count as required (lock --check calls such
+    # a lock stale, and create builds no sdist it has not vetted)
+    edges = bool(meta.packages_sha256) or any(p.depends for p in packages if p.manager == "pip")
+    stray = unreachable(packages, meta.inputs, str(path), pip_edges=edges)
     if stray:
         raise Unreachable(f"{path}: {describe_unreachable(stray)}", contents, stray)
     return contents
@@ -638,12 +642,15 @@ def unreachable(
     packages: Sequence[LockedPackage],
     inputs: Mapping[Platform, Mapping[str, Any]],
     where: str,
+    *,
+    pip_edges: bool = True,
 ) -> list[LockedPackage]:
     """The packages no recorded spec reaches through the lock's own dependencies, per platform:
     the roots are the names of the conda specs and pip requirements envfactory recorded
     (``inputs``), the edges every package's ``dependencies`` (a conda package's ``depends``;
     for pip, the edges ``pipdeps`` recorded). A lock that records no inputs for a platform (a
-    third party's conda-lock file) is not checked there; ``lock --check`` calls it stale. One
+    third party's conda-lock file) is not checked there; ``lock --check`` calls it stale.
+    Without ``pip_edges`` (a lock older than the pip edges) every pip package is a root. One
     pass over packages and edges."""
     by_platform: dict[str, list[LockedPackage]] = {}
     for pkg in packages:
@@ -654,6 +661,8 @@ def unreachable(
         if recorded is None:
             continue
         roots = _root_names(recorded, where, platform)
+        if not pip_edges:
+            roots |= {_key(p.name) for p in members if p.manager == "pip"}
         edges: dict[str, list[str]] = {}
         for pkg in members:
             edges.setdefault(_key(pkg.name), []).extend(
