@@ -166,6 +166,18 @@ def test_lock_check_reports_a_changed_url(
     assert "(changed by hand?)" in proc.stdout
 
 
+def test_lock_check_reports_any_edit_of_the_package_list(
+    lock_dir: Path, test_channels: dict[str, Path], tmp_path: Path
+) -> None:
+    """An edit that changes no package (the list's digest differs) is still an edit."""
+    work = copy_set(lock_dir, tmp_path / "work")
+    lock = work / "locks" / COMBO / "conda-lock.yml"
+    lock.write_text(lock.read_text().replace("  optional: false\n", "  optional: no\n", 1))
+    proc = envfactory(*check_args(test_channels), "-o", "locks", cwd=work)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the package list is not the one this lock was written with" in proc.stdout
+
+
 def forge(directory: Path, wheels: Path) -> tuple[str, str]:
     """A consistent forgery of the set in ``directory``: an unrequired wheel appended and made a
     dependency of tensorflow-gpu, cudnn's md5 changed, the explicit file edited the same way, and
