@@ -305,13 +305,21 @@ def has_credentials(url: str) -> bool:
 
 
 def redact(text: str) -> str:
-    """``text`` with the credentials of every URL in it removed (``redact_url``): for error
-    messages, which quote URLs and the exceptions of HTTP libraries that quote them too."""
-    if "://" in text:
-        text = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
-    # requests quotes the path alone ("Max retries exceeded with url: /t/TOKEN/..."): in a
-    # message, any such segment is masked
-    return _TOKEN.sub(f"/t/{TOKEN_PLACEHOLDER}", text) if "/t/" in text else text
+    """``text`` with the credentials of every URL in it removed (``redact_url``): for messages,
+    which quote URLs and the exceptions of HTTP libraries that quote them too. A token found in
+    a URL is masked wherever else its ``/t/TOKEN`` segment appears: requests quotes the path
+    alone ("Max retries exceeded with url: /t/TOKEN/...")."""
+    if "://" not in text:
+        return text
+    tokens: set[str] = set()
+    for found in _URL_IN_TEXT.finditer(text):
+        url = found.group(0)
+        if url.startswith(("http://", "https://")):
+            tokens.update(t.group(0) for t in _TOKEN.finditer(url))
+    text = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+    for token in sorted(tokens, key=len, reverse=True):
+        text = text.replace(token, f"/t/{TOKEN_PLACEHOLDER}")
+    return text
 
 
 # --------------------------------------------------------------------------------------------

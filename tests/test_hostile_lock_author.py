@@ -559,6 +559,8 @@ def test_redaction_follows_condas_conventions() -> None:
     assert redact(message) == (
         "cannot download https://h/t/<TOKEN>/x: Max retries exceeded with url: /t/<TOKEN>/x"
     )
+    # a path that only looks like one is printed as it is
+    assert safe_text("package cache /home/me/t/envs/pkgs") == "package cache /home/me/t/envs/pkgs"
 
 
 # --- item 7: control characters -----------------------------------------------------------------
