@@ -7,7 +7,8 @@ shapes: ``chain`` (each package needs the next one: the deepest graph, the worst
 sort) and ``wide`` (each package needs the three before it). Issue 28 measured 12-20 s for
 16,000 packages. For each file: CPU seconds (``time.process_time``, less sensitive than wall time
 to the load of a shared machine) of ``read_lock`` as a whole, of the YAML load alone (bounds check
-and libyaml, the floor of any reader), and of the sort alone, envfactory's (``lockfile.toposort``)
+and libyaml with the cycle collector paused, as read_lock loads it: the floor of any reader
+built on PyYAML), and of the sort alone, envfactory's (``lockfile.toposort``)
 and conda's own (``toposort`` as conda-lock vendors it; what read_lock computed before), the
 latter cut off after ``--old-timeout`` seconds (default 60) in a child process.
 
@@ -17,6 +18,7 @@ Growth per doubling of N is printed: ~2x is linear, ~4x quadratic.
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import subprocess
 import sys
@@ -123,7 +125,9 @@ def main() -> None:
                 total = time.process_time() - start
             start = time.process_time()
             check_bounds(text, "x", "pyyaml")
+            gc.disable()  # as read_lock loads it
             yaml.load(text, Loader=yaml.CSafeLoader)
+            gc.enable()
             load = time.process_time() - start
             graph = graph_of(n, shape)
             start = time.process_time()
