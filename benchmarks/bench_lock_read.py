@@ -10,7 +10,7 @@ to the load of a shared machine) of ``read_lock`` as a whole, of the YAML load a
 and libyaml with the cycle collector paused, as read_lock loads it: the floor of any reader
 built on PyYAML), and of the sort alone, envfactory's (``lockfile.toposort``)
 and conda's own (``toposort`` as conda-lock vendors it; what read_lock computed before), the
-latter cut off after ``--old-timeout`` seconds (default 60) in a child process.
+latter cut off after ``--old-timeout`` seconds (default 30) in a child process.
 
 Growth per doubling of N is printed: ~2x is linear, ~4x quadratic.
 """
@@ -102,7 +102,7 @@ def old_sort(graph: dict[str, set[str]], timeout: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="2000,4000,8000,16000")
-    parser.add_argument("--old-timeout", type=float, default=60.0)
+    parser.add_argument("--old-timeout", type=float, default=30.0)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 

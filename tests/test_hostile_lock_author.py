@@ -218,6 +218,7 @@ def forge(directory: Path, wheels: Path) -> tuple[str, str]:
     return "astunparse", forged_md5
 
 
+@pytest.mark.slow
 def test_check_resolve_finds_a_consistent_forgery(
     lock_dir: Path, test_channels: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -488,6 +489,7 @@ def every_byte(root: Path) -> bytes:
     return b"\n".join(p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file())
 
 
+@pytest.mark.slow
 def test_a_channel_token_stays_out_of_files_and_messages(
     server: str, test_channels: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -524,6 +526,7 @@ def test_a_channel_token_stays_out_of_files_and_messages(
     assert TOKEN not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_a_channel_password_stays_out_of_the_lock_and_netrc_supplies_it(
     server: str, test_channels: dict[str, Path], tmp_path: Path
 ) -> None:
