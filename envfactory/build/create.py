@@ -269,7 +269,9 @@ def create_environment(
             f"lock for this platform: envfactory lock COMBO --platform {target_platform}",
         )
     meta = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(lock_path))
-    if wheel_dir is None and channel_map is not None:
+    has_pip = any(p.platform == target_platform and p.manager == "pip" for p in lock.packages)
+    if wheel_dir is None and channel_map is not None and has_pip:
+        # mirror imports the pip side's readers (packaging): only when the lock has wheels
         from envfactory.build.mirror import pip_index_of
 
         wheel_dir = pip_index_of(channel_map)
