@@ -45,8 +45,8 @@ class LockMetadata(NamedTuple):
     #: channel name -> the URL it had when the lock was made (``mirror``/``--channel-map`` use it)
     channels: Mapping[str, str] = EMPTY
     inputs_sha256: str | None = None
-    #: ``file_digest`` of conda-lock.yml's package list as written (``package_block``): ``lock
-    #: --check`` tells a list edited by hand without parsing it (issue 28)
+    #: ``file_digest`` of conda-lock.yml's text outside this block, the package list above all
+    #: (``package_block``): ``lock --check`` tells a list edited by hand without parsing it
     packages_sha256: str | None = None
     #: per platform: everything the lock depends on (compared by ``lock --check``)
     inputs: Mapping[Platform, Mapping[str, Any]] = EMPTY
@@ -173,7 +173,7 @@ LOCK_HINT = (
 
 class LockHeader(NamedTuple):
     """The metadata block of a conda-lock.yml: its platforms and envfactory's record, and the
-    ``file_digest`` of its package list's text (``package_block``; None without one)."""
+    ``file_digest`` of the text outside the block (``package_block``)."""
 
     platforms: tuple[str, ...]
     metadata: LockMetadata
@@ -181,10 +181,21 @@ class LockHeader(NamedTuple):
 
 
 def package_block(text: str) -> str | None:
-    """conda-lock.yml's package list as text: from the top-level ``package:`` line (conda-lock's
-    writer puts it after ``metadata``) to the end of the file."""
-    start = text.find("\npackage:")
-    return None if start < 0 else text[start + 1 :]
+    """conda-lock.yml's text outside its ``metadata`` block: the header, ``version`` and the
+    package list, and any other top-level key an editor added (the digest of this text is
+    recorded inside the block, ``LockMetadata.packages_sha256``). The block runs from the
+    ``metadata:`` line to the next line that starts a top-level entry. None without a block."""
+    out = []
+    inside = found = False
+    for line in text.splitlines(keepends=True):
+        if line.startswith("metadata:"):
+            inside = found = True
+            continue
+        if inside and line[:1] not in (" ", "\t", "#", "\n", "\r", ""):
+            inside = False
+        if not inside:
+            out.append(line)
+    return "".join(out) if found else None
 
 
 def read_lock_header(path: Path) -> LockHeader:
