@@ -138,7 +138,7 @@ def _differences(a: LockedPackage, b: LockedPackage) -> tuple[str, ...]:
 def _channel(pkg: LockedPackage) -> str:
     """Where the file comes from: the conda channel, or the directory of a pip file's URL."""
     if pkg.manager == "conda":
-        return pkg.channel or pkg.url.rsplit("/", 2)[0]
+        return pkg.url.rsplit("/", 2)[0]  # as the lock file holds it: the URL less subdir/file
     return pkg.url.rsplit("/", 1)[0]
 
 

@@ -155,10 +155,31 @@ def lock(
         help="Directory that receives NAME/ with the lock files. Default: locks/ next to "
         "envfactory.yaml for project environments, ./locks for combos.",
     ),
+    update: list[str] = typer.Option(
+        [],
+        "--update",
+        "-u",
+        metavar="PKG",
+        help="Move PKG (conda or pip) to the newest version the inputs allow, and only what it "
+        "needs with it; every other package keeps its locked version. Repeatable, or PKG,PKG.",
+    ),
+    update_all: bool = typer.Option(
+        False,
+        "--update-all",
+        help="Solve from scratch: every package may move (the default keeps the existing "
+        "lock's packages where the inputs allow).",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Solve and show what would change, without writing anything."
+    ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> int:
     """Solve a project environment or a combo into locks/NAME/conda-lock.yml and one explicit
     file per platform; with no NAME, every environment of ./envfactory.yaml.
+
+    A re-lock is sticky: the packages of the existing lock are preferred, so only what the
+    changed inputs require moves (--update PKG moves PKG, --update-all everything). What
+    changed is printed per platform, as 'envfactory diff' prints it.
 
     Each platform is solved with the combo's virtual packages (__cuda = its CUDA, __glibc,
     __unix/__win), never this machine's. The solution is refused (exit 2) when it holds a CPU
@@ -205,13 +226,39 @@ def lock(
         sys.stdout.flush()
         return EXIT_OK if all_fresh else EXIT_BAD_INPUT
 
+    from envfactory.build import relock
+    from envfactory.build.diff import compare, side_from_packages, to_json, to_text
+
+    names = [n.strip() for item in update for n in item.split(",") if n.strip()]
+    if names and update_all:
+        raise UserInputError("give --update PKG or --update-all, not both")
     console = stdout_console()
 
     views_out: dict[str, Any] = {}
     for t in targets:
         req = t.request
-        note(f"locking {t.label} for {', '.join(req.platforms)} (python {req.python})")
-        result = lock_combo(req, t.directory, progress=None if as_json else _progress)
+        previous = relock.previous_lock(t.directory / "conda-lock.yml")
+        relock.check_update_names(previous, names, req.name)
+        if previous.unreadable:
+            note(f"note: the existing lock is not used as a preference: {previous.unreadable}")
+        prefer = relock.preferred(previous, None if update_all else names)
+        verb = "solving (dry run)" if dry_run else "locking"
+        note(f"{verb} {t.label} for {', '.join(req.platforms)} (python {req.python})")
+        result = lock_combo(
+            req,
+            t.directory,
+            progress=None if as_json else _progress,
+            prefer=prefer,
+            write=not dry_run,
+        )
+        change = compare(
+            side_from_packages(str(previous.path), previous.packages),
+            side_from_packages(
+                "dry run" if dry_run else "new lock",
+                result.packages,
+                {p: req.inputs(p) for p in req.platforms},
+            ),
+        )
         platforms_view = {
             p: {
                 "conda": sum(1 for x in pkgs if x.manager == "conda"),
@@ -225,6 +272,7 @@ def lock(
             "directory": str(t.directory),
             "files": [str(p) for p in result.files],
             "platforms": platforms_view,
+            "changes": to_json(change)["platforms"],
         }
         if as_json:
             continue
@@ -234,8 +282,13 @@ def lock(
                 f"{prefix}{p}: {counts['conda']} conda + {counts['pip']} pip packages in "
                 f"{result.solve_seconds[p]:.2f} s"
             )
+        if previous.packages:
+            for line in to_text(change, header=False):
+                console.print(f"{prefix}{line}" if not line.startswith(" ") else line)
         for path in result.files:
             console.print(f"wrote {path}")
+        if dry_run:
+            console.print(f"dry run: nothing written to {t.directory}")
     if as_json:
         if many:
             print_json({"environments": views_out})
