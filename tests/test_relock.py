@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from channel_builder import (
+    PLACEHOLDER,
     PY37,
     StubPackage,
     build_channel,
@@ -57,7 +58,13 @@ def git(cwd: Path, *args: str) -> str:
 
 
 def pkg(name: str, version: str, *depends: str, build: str = "py37_0") -> StubPackage:
-    return StubPackage(name, version, build, SUBDIR, depends=(PY37, *depends))
+    # a script with conda's prefix placeholder: linking writes a new copy of it, with the
+    # prefix in it, where a package's other files are hard links to the cache
+    files = {
+        f"share/envf-stub/{name}.txt": f"{name} {version}\n",
+        f"bin/{name}": f"#!{PLACEHOLDER}/bin/python\n# {name} {version}\n",
+    }
+    return StubPackage(name, version, build, SUBDIR, depends=(PY37, *depends), files=files)
 
 
 # What the project adds to tf114-cuda101 at first: requests (with urllib3, idna) and tqdm.
@@ -301,3 +308,96 @@ def test_diff_outside_a_git_repository(tmp_path: Path, locked: Path) -> None:
     proc = run("diff", "HEAD", cwd=copy)
     assert proc.returncode == 1
     assert "error: 'HEAD' is neither a lock file nor a git revision" in proc.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# create --update: an environment brought to a newer lock in place.
+
+
+def inode(path: Path) -> int:
+    return path.stat().st_ino
+
+
+def test_update_an_environment_in_place(project: Path) -> None:
+    created = run("create", "app", cwd=project)
+    assert created.returncode == 0, created.stderr
+    env = project / "envs/app"
+    # tqdm stays: its script, written with the prefix by the first create, is the same file
+    # after the update (linked again, it would be a new copy)
+    kept_file = env / "bin/tqdm"
+    assert str(env) in kept_file.read_text()
+    before = inode(kept_file)
+    manifest = project / "envfactory.yaml"
+    manifest.write_text(MANIFEST.replace("[requests, tqdm]", "[requests, tqdm, pandas]"))
+    assert (
+        run("lock", "-u", "requests", "-u", "tabulate", *flags(project), cwd=project).returncode
+        == 0
+    )
+
+    updated = run("create", "app", "--update", cwd=project)
+    assert updated.returncode == 0, updated.stderr
+    out = updated.stdout
+    assert "  + pandas 0.24.2 py37he6710b0_0 (" in out
+    assert "  ~ requests 2.22.0 py37_0 -> 2.23.0 py37_0" in out
+    assert "  ~ tabulate 0.8.6 -> 0.8.7" in out
+    # 15 conda packages stay, 4 come, 2 change: only those are linked
+    assert (
+        f"updated {env} (linux-64): 19 conda + 2 pip packages (13 conda packages kept, 6 linked)"
+        in out
+    )
+    assert inode(kept_file) == before  # the kept package was not linked again
+    assert "requests 2.23.0" in (env / "bin/requests").read_text()  # the changed one was
+    verified = run("verify", str(env), cwd=project)
+    assert verified.returncode == 0 and "is identical" in verified.stdout, verified.stdout
+    # the activation files follow the lock: the same set a fresh create installs
+    fresh = run("create", "app", "-p", str(project / "fresh"), cwd=project)
+    assert fresh.returncode == 0, fresh.stderr
+    activation = sorted(p.relative_to(env) for p in (env / "etc/conda").rglob("*") if p.is_file())
+    assert activation == sorted(
+        p.relative_to(project / "fresh")
+        for p in (project / "fresh/etc/conda").rglob("*")
+        if p.is_file()
+    )
+    assert activation  # there are some
+    # nothing left beside the prefix
+    assert sorted(p.name for p in (project / "envs").iterdir()) == ["app"]
+    # up to date: a second update changes nothing
+    again = run("create", "app", "--update", cwd=project)
+    assert again.returncode == 0, again.stderr
+    assert "linux-64: no changes (21 packages)" in again.stdout
+    assert "(19 conda packages kept, 0 linked)" in again.stdout
+
+
+def test_a_failed_update_leaves_the_old_environment_working(project: Path) -> None:
+    assert run("create", "app", cwd=project).returncode == 0
+    env = project / "envs/app"
+    old_lock = project / "old-lock.yml"
+    shutil.copyfile(project / "locks/app/conda-lock.yml", old_lock)
+    snapshot = {p: p.read_bytes() for p in sorted(env.rglob("*")) if p.is_file()}
+    assert (
+        run("lock", "-u", "requests", "-u", "tabulate", *flags(project), cwd=project).returncode
+        == 0
+    )
+    # the new wheel changes after locking: pip's --require-hashes refuses it, after the conda
+    # packages were linked into the new prefix
+    wheel = project.parent / "wheels/tabulate-0.8.7-py3-none-any.whl"
+    saved = wheel.read_bytes()
+    try:
+        wheel.write_bytes(saved + b"tampered")
+        failed = run("create", "app", "--update", cwd=project)
+    finally:
+        wheel.write_bytes(saved)
+    assert failed.returncode == 2, failed.stdout + failed.stderr
+    assert "error:" in failed.stderr
+    after = {p: p.read_bytes() for p in sorted(env.rglob("*")) if p.is_file()}
+    assert after == snapshot
+    verified = run("verify", str(env), "--lock", str(old_lock), cwd=project)
+    assert verified.returncode == 0 and "is identical" in verified.stdout, verified.stdout
+    assert sorted(p.name for p in (project / "envs").iterdir()) == ["app"]  # no staging left
+
+
+def test_update_needs_an_environment_envfactory_made(project: Path, tmp_path: Path) -> None:
+    proc = run("create", "app", "--update", "-p", str(tmp_path / "nothing"), cwd=project)
+    assert proc.returncode == 1
+    assert "does not exist, so there is nothing to update" in proc.stderr
+    assert "hint: create it" in proc.stderr

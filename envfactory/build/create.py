@@ -249,7 +249,10 @@ def create_environment(
     channel_map: ChannelMap | None = None,
     wheel_dir: Path | None = None,
     cache_progress: CacheProgress | None = None,
+    seed: Callable[[Path], None] | None = None,
 ) -> CreateResult:
+    """``seed``: fills the staging directory before rattler links into it (``update``: the
+    packages an environment keeps, which rattler then finds installed and leaves alone)."""
     from envfactory.build import rattler_adapter
     from envfactory.build.lockfile import read_lock
 
@@ -286,7 +289,7 @@ def create_environment(
                 pypi.check_sdists(wheels, Path(tmp))
     prefix = prefix.expanduser().absolute()
     replacing = check_target(prefix, force)
-    if replacing is not None:
+    if replacing is not None and seed is None:
         records = len(list((prefix / "conda-meta").glob("*.json")))
         say(
             f"--force: the conda environment {prefix} ({records} records in conda-meta/) is "
@@ -303,6 +306,8 @@ def create_environment(
             say(f"removed {stale}, left by an interrupted create")
         staging = Staging.make(prefix.parent, staging_prefix, mode=0o777 & ~umask)
         try:
+            if seed is not None:
+                seed(staging.path)
             say(f"{len(conda)} conda packages: checking them into the cache {cache.root}")
             with cache.acquire(conda, cache_progress) as lease:
                 check_links_across(
