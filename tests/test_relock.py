@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from channel_builder import (
@@ -142,19 +143,17 @@ def project(locked: Path, tmp_path: Path) -> Iterator[Path]:
     shutil.rmtree(copy)
 
 
-def diff_json(project: Path, *args: str) -> dict[str, object]:
+def diff_json(project: Path, *args: str) -> dict[str, Any]:
     proc = run("diff", "--json", *args, cwd=project)
     assert proc.returncode == 0, proc.stderr
-    result: dict[str, object] = json.loads(proc.stdout)
+    result: dict[str, Any] = json.loads(proc.stdout)
     return result
 
 
-def changes(report: dict[str, object]) -> dict[str, tuple[str, str | None, str | None]]:
+def changes(report: dict[str, Any]) -> dict[str, tuple[str, str | None, str | None]]:
     """name -> (kind, old version, new version) on linux-64."""
-    platforms = report["platforms"]
-    assert isinstance(platforms, dict)
     out = {}
-    for c in platforms[SUBDIR]["changes"]:
+    for c in report["platforms"][SUBDIR]["changes"]:
         old = c["old"]["version"] if c["old"] else None
         new = c["new"]["version"] if c["new"] else None
         out[c["name"]] = (c["kind"], old, new)
@@ -285,13 +284,10 @@ def test_diff_of_a_new_environment_and_bad_revisions(project: Path) -> None:
     )
     assert run("lock", "other", *flags(project), cwd=project).returncode == 0
     report = diff_json(project, "--lock", "other")
-    assert report["old"].endswith("(not in HEAD)")  # type: ignore[union-attr]
+    assert report["old"].endswith("(not in HEAD)")
     added = changes(report)
     assert added["tensorflow-gpu"] == ("added", None, "1.14.0") and len(added) == 10
-    marks = {
-        c["name"]: c["mark"]
-        for c in report["platforms"][SUBDIR]["changes"]  # type: ignore[index]
-    }
+    marks = {c["name"]: c["mark"] for c in report["platforms"][SUBDIR]["changes"]}
     assert marks["tensorflow-gpu"] == "pinned" and marks["python"] == "pinned"
 
     bad = run("diff", "no-such-rev", cwd=project)
