@@ -66,25 +66,28 @@ def preferred(
     }
 
 
-def check_update_names(previous: Previous, update: Sequence[str], label: str) -> None:
-    """``--update NAME`` for a NAME the lock does not hold is a typo, or a package the lock
-    never had: an error naming the lock, with the closest names it does hold."""
+def check_update_names(previous: Sequence[Previous], update: Sequence[str], label: str) -> None:
+    """``--update NAME`` for a NAME none of the locks holds is a typo, or a package they never
+    had: an error naming the locks, with the closest names they do hold."""
     if not update:
         return
-    if not previous.packages:
+    existing = [p for p in previous if p.packages]
+    if not existing:
+        where = ", ".join(str(p.path) for p in previous)
         raise UserInputError(
-            f"--update {' '.join(update)}: {label} has no lock to update yet ({previous.path})",
-            f"lock it first: envfactory lock {label}",
+            f"--update {' '.join(update)}: there is no lock to update yet ({where})",
+            f"lock it first: envfactory lock {label}".rstrip(),
         )
-    held = {_normal(n) for n in previous.names}
+    held = {_normal(n) for p in existing for n in p.names}
     unknown = [n for n in update if _normal(n) not in held]
     if unknown:
         import difflib
 
         close = sorted({c for n in unknown for c in difflib.get_close_matches(n, held, n=3)})
-        hint = f"did you mean {', '.join(close)}?" if close else "it lists the packages it holds"
+        hint = f"did you mean {', '.join(close)}?" if close else "name a package the lock holds"
+        where = ", ".join(str(p.path) for p in existing)
         raise UserInputError(
-            f"--update {', '.join(unknown)}: not in {previous.path}",
+            f"--update {', '.join(unknown)}: not in {where}",
             f"{hint} (see 'envfactory diff' or the lock's explicit files)",
         )
 

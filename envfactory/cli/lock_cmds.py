@@ -235,11 +235,14 @@ def lock(
         raise UserInputError("give --update PKG or --update-all, not both")
     console = stdout_console()
 
+    previous_of = {
+        t.directory: relock.previous_lock(t.directory / "conda-lock.yml") for t in targets
+    }
+    relock.check_update_names(list(previous_of.values()), names, target or "")
     views_out: dict[str, Any] = {}
     for t in targets:
         req = t.request
-        previous = relock.previous_lock(t.directory / "conda-lock.yml")
-        relock.check_update_names(previous, names, req.name)
+        previous = previous_of[t.directory]
         if previous.unreadable:
             note(f"note: the existing lock is not used as a preference: {previous.unreadable}")
         prefer = relock.preferred(previous, None if update_all else names)
