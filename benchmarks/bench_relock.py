@@ -46,6 +46,8 @@ lock, prefix, cache, names = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv
 packages = [p for p in read_lock(lock).packages if p.platform == "linux-64"
             and p.manager == "conda" and (not names or p.name in names)]
 rattler_adapter.install(packages, prefix, "linux-64", cache)
+import os
+os._exit(0)  # py-rattler can crash at interpreter exit (shared/research/feasibility.md)
 """
 
 

@@ -23,7 +23,8 @@ def _locks(lock: list[str], project_file: Path | None, locks_dir: Path | None) -
 
     if lock:
         return [
-            lock_target(name, project_file=project_file, locks_dir=locks_dir).lock for name in lock
+            _shown(lock_target(name, project_file=project_file, locks_dir=locks_dir).lock)
+            for name in lock
         ]
     project = find_project(project_file)
     if project is None:
@@ -32,7 +33,16 @@ def _locks(lock: list[str], project_file: Path | None, locks_dir: Path | None) -
             "run in a project directory, or name the lock: --lock ENV|COMBO|conda-lock.yml, "
             "or give two lock files: envfactory diff OLD.yml NEW.yml",
         )
-    return [project.lock_dir(env.name) / "conda-lock.yml" for env in project]
+    return [_shown(project.lock_dir(env.name) / "conda-lock.yml") for env in project]
+
+
+def _shown(path: Path) -> Path:
+    """A lock under the working directory by its relative path: the labels of the diff (and a
+    pull-request comment made of them) then read the same on every machine."""
+    try:
+        return path.absolute().relative_to(Path.cwd())
+    except ValueError:
+        return path
 
 
 def _side(spec: str | None, lock: Path) -> LockSide:
