@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -157,11 +157,17 @@ def _kept(
     file hash), linked from the entry the cache holds for them now (``create``'s post-link
     check holds every record to that entry)."""
     locked = {(p.name, p.version, p.build): p for p in wanted if p.manager == "conda"}
+    records = _records(prefix)
+    python_moves = _python(r for _, r in records) != _python(
+        {"name": p.name, "version": p.version} for p in wanted if p.manager == "conda"
+    )
     out = []
-    for path, rec in _records(prefix):
+    for path, rec in records:
         pkg = locked.get((str(rec["name"]), str(rec["version"]), str(rec.get("build", ""))))
         if pkg is None:
             continue
+        if python_moves and rec.get("noarch") == "python":
+            continue  # its files go under the new python's site-packages: linked anew
         if pkg.sha256 and rec.get("sha256") != pkg.sha256:
             continue
         if not pkg.sha256 and rec.get("md5") != pkg.md5:
@@ -179,6 +185,15 @@ def _kept(
             continue
         out.append((path, rec))
     return out
+
+
+def _python(records: Iterable[Mapping[str, Any]]) -> str | None:
+    """The python X.Y of a set of conda records (a noarch: python package's files move with
+    it)."""
+    for rec in records:
+        if rec.get("name") == "python":
+            return ".".join(str(rec.get("version")).split(".")[:2])
+    return None
 
 
 def _paths(rec: Mapping[str, Any]) -> list[tuple[str, str]] | None:
