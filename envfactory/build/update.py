@@ -57,6 +57,7 @@ def update_environment(
     channel_map: ChannelMap | None = None,
     wheel_dir: Path | None = None,
     cache_progress: CacheProgress | None = None,
+    allow_build: Sequence[str] = (),
 ) -> UpdateResult:
     """Bring the environment at ``prefix`` (made by ``envfactory create``) to ``lock_path``."""
     from envfactory.build.lockfile import read_lock
@@ -91,6 +92,7 @@ def update_environment(
         channel_map=channel_map,
         wheel_dir=wheel_dir,
         cache_progress=cache_progress,
+        allow_build=allow_build,
         seed=seed,
     )
     return UpdateResult(created, changes, len(keep))
