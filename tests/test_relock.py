@@ -370,27 +370,27 @@ def test_a_failed_update_leaves_the_old_environment_working(project: Path) -> No
     env = project / "envs/app"
     old_lock = project / "old-lock.yml"
     shutil.copyfile(project / "locks/app/conda-lock.yml", old_lock)
+    assert run("lock", "-u", "requests", *flags(project), cwd=project).returncode == 0
+    # a file of a package the update keeps was replaced in the environment (another inode,
+    # other bytes): the new prefix is seeded with it, requests and urllib3 are linked, and the
+    # post-link check refuses the result before anything is moved
+    edited = env / "share/envf-stub/tqdm.txt"
+    original = edited.read_bytes()
+    edited.unlink()
+    edited.write_bytes(b"edited by hand\n")
     snapshot = {p: p.read_bytes() for p in sorted(env.rglob("*")) if p.is_file()}
-    assert (
-        run("lock", "-u", "requests", "-u", "tabulate", *flags(project), cwd=project).returncode
-        == 0
-    )
-    # the new wheel changes after locking: pip's --require-hashes refuses it, after the conda
-    # packages were linked into the new prefix
-    wheel = project.parent / "wheels/tabulate-0.8.7-py3-none-any.whl"
-    saved = wheel.read_bytes()
-    try:
-        wheel.write_bytes(saved + b"tampered")
-        failed = run("create", "app", "--update", cwd=project)
-    finally:
-        wheel.write_bytes(saved)
+    failed = run("create", "app", "--update", cwd=project)
     assert failed.returncode == 2, failed.stdout + failed.stderr
-    assert "error:" in failed.stderr
+    assert "13 conda packages kept" in failed.stderr  # the seeded path is the one that failed
+    assert "error: " in failed.stderr and "share/envf-stub/tqdm.txt" in failed.stderr
     after = {p: p.read_bytes() for p in sorted(env.rglob("*")) if p.is_file()}
-    assert after == snapshot
+    assert after == snapshot  # the old environment, byte for byte
+    assert sorted(p.name for p in (project / "envs").iterdir()) == ["app"]  # no staging left
+    edited.unlink()
+    edited.write_bytes(original)
     verified = run("verify", str(env), "--lock", str(old_lock), cwd=project)
     assert verified.returncode == 0 and "is identical" in verified.stdout, verified.stdout
-    assert sorted(p.name for p in (project / "envs").iterdir()) == ["app"]  # no staging left
+    assert "requests 2.22.0" in (env / "bin/requests").read_text()
 
 
 def test_update_needs_an_environment_envfactory_made(project: Path, tmp_path: Path) -> None:
