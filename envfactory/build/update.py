@@ -82,19 +82,30 @@ def update_environment(
     def seed(staging: Path) -> None:
         _seed(prefix, staging, keep)
 
-    created = create_environment(
-        lock_path,
-        prefix,
-        force=True,
-        platform=target,
-        cache=cache,
-        progress=progress,
-        channel_map=channel_map,
-        wheel_dir=wheel_dir,
-        cache_progress=cache_progress,
-        allow_build=allow_build,
-        seed=seed,
-    )
+    try:
+        created = create_environment(
+            lock_path,
+            prefix,
+            force=True,
+            platform=target,
+            cache=cache,
+            progress=progress,
+            channel_map=channel_map,
+            wheel_dir=wheel_dir,
+            cache_progress=cache_progress,
+            allow_build=allow_build,
+            seed=seed,
+        )
+    except UnsafePackage as exc:
+        if "after linking" not in exc.message:
+            raise
+        # the post-link check refused a kept file: one that was edited in the environment
+        raise UnsafePackage(
+            exc.message,
+            f"{prefix} is unchanged; a file of it was changed after it was created: "
+            f"'envfactory verify {prefix}' names each one; restore them, or build the "
+            "environment anew with --force instead of --update",
+        ) from None
     return UpdateResult(created, changes, len(keep))
 
 
