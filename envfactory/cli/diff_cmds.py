@@ -96,6 +96,7 @@ def diff(
     """Show what changed between two locks, per platform: packages added, removed and changed
     (version, build, channel, manager, file), the packages the inputs pin marked.
 
+    \b
     envfactory diff                      the project's locks against their last commit
     envfactory diff origin/main          ... against another revision
     envfactory diff HEAD~1 HEAD          between two revisions
