@@ -88,23 +88,11 @@ def test_real_files_report_exactly_their_known_inconsistencies(name: str) -> Non
             assert r.closest and r.manifest and f"combo: {r.closest}" in r.manifest
 
 
-# The warnings on real files: bounds envfactory applies when it locks that the TF release's own
-# wheel does not declare (data/constraints.yaml, confirmed: false), and channel mixes. Checked
-# exactly, so a bound that turns into a problem, or a new warning, shows up here.
+# The warnings on real files: channel mixes. Lock preferences (data/constraints.yaml, kind
+# preference: numpy<1.24, wrapt<1.15, typing-extensions<4.6 for TF 2.11.1 in the SageMaker file,
+# tensorboard<2.7 for TF 2.6.0 in generate-raman) are never reported. Checked exactly, so a bound
+# that turns into a problem, or a new warning, shows up here.
 WARNINGS: dict[tuple[str, str], set[str]] = {
-    ("tf2.11.1-pytorch2.0.0-cuda11.8-linux64-explicit--aws-sagemaker-distribution.txt",
-     "linux-64"): {
-        "numpy 1.24.4 is outside the companion constraint numpy<1.24 of TensorFlow 2.11.1 "
-        "(an unconfirmed bound)",
-        "typing-extensions 4.7.1 is outside the companion constraint typing-extensions<4.6 of "
-        "TensorFlow 2.11.1 (an unconfirmed bound)",
-        "wrapt 1.15.0 is outside the companion constraint wrapt<1.15 of TensorFlow 2.11.1 (an "
-        "unconfirmed bound)",
-    },
-    ("tf2.6.0-cuda11.1-pytorchcpu-linux64-explicit--hududed-generate-raman.txt", "linux-64"): {
-        "tensorboard 2.11.2 is outside the companion constraint tensorboard<2.7 of TensorFlow "
-        "2.6.0 (an unconfirmed bound)",
-    },
     ("tf2.4.1-gpu-cuda10.1-linux64-explicit--microsoft-planetary-computer-containers.txt",
      "linux-64"): {
         "CUDA libraries come from 2 channels (conda-forge: cudatoolkit, cudnn; pkgs/main: cupti)",
