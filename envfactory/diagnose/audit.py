@@ -46,6 +46,8 @@ class Package:
     build: str
     channel: str
     manager: Manager
+    marker: str = ""
+    """a requirements line's environment marker ('platform_system == "Darwin"')"""
 
 
 @dataclass(frozen=True)
@@ -231,7 +233,9 @@ def _spec(text: str) -> tuple[str, str, str, str]:
         return channel, name, version if "*" not in version else "", build
     if rest.startswith("="):
         version, _, build = rest[1:].partition("=")
-        if build or not version:
+        # 'conda env export --no-builds' writes name=1.19.2 (exact in practice); a user's
+        # name=1.15 asks for any 1.15.x
+        if build or not version or version.count(".") >= 2 or not version[-1:].isdigit():
             return channel, name, version, build
         return channel, name, version if version.endswith("*") else f"{version}.*", ""
     return channel, name, "", ""
@@ -269,12 +273,16 @@ def _requirement(line: str) -> tuple[Package | None, str | None]:
             return Package(_canonical(m[1]), m[2], "", "pypi", "pip"), None
         return None, line.strip()
     version = ""
-    pins = [s for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
+    specs = list(req.specifier)
+    pins = [s for s in specs if s.operator in ("==", "===")]
     if pins:
-        version = pins[0].version
+        version = pins[0].version  # '2.10.*' stays a wildcard: the minor, not one release
+    elif len(specs) == 1 and specs[0].operator == "~=" and specs[0].version.count(".") == 2:
+        version = specs[0].version.rsplit(".", 1)[0] + ".*"  # ~=2.3.0: any 2.3.x
     elif req.url and (wheel := WHEEL_URL.search(req.url)):
         version = wheel[2]
-    return Package(_canonical(req.name), version, "", "pypi", "pip"), None
+    marker = str(req.marker) if req.marker else ""
+    return Package(_canonical(req.name), version, "", "pypi", "pip", marker), None
 
 
 def _pip_line(text: str) -> Package | None:
@@ -337,10 +345,13 @@ def _env_file(doc: Mapping[str, Any], source: str) -> list[Inventory]:
         platform = "osx-64"
     kind: Kind = "conda env export" if builds else "environment.yml"
     env_name = str(doc["name"]) if doc.get("name") else None
+    conda = [p for p in packages if p.manager == "conda"]
+    # an export (with or without builds) lists every package, each with its exact version
+    exported = bool(builds) or (len(conda) >= 30 and all(p.version for p in conda))
     return [
         Inventory(
             source, kind, platform, tuple(packages), env_name, tuple(skipped),
-            complete=bool(builds),
+            complete=exported,
         )
     ]  # fmt: skip
 
@@ -555,6 +566,8 @@ CUDA_LIBRARY = re.compile(
     r"^(cudatoolkit|cudnn|cupti|cuda-(cudart|nvrtc|nvcc|cupti|version|libraries|runtime)"
     r"|libcu(blas|fft|rand|solver|sparse)|libnvjitlink)$"
 )
+SHARED_NAMES = ("keras", "numpy", "h5py", "protobuf", "tensorboard", "tensorflow-estimator")
+"""Packages both conda and pip install into one site-packages, under one name."""
 GPU_EVIDENCE = ("cudatoolkit", "cudnn", "cuda-cudart", "cuda-version", "tensorflow-gpu")
 
 
@@ -670,6 +683,8 @@ def _check_cpu_build(inv: Inventory) -> list[Finding]:
                 "the solver picked PyTorch's CPU variant (no cuda* build matched the other pins), "
                 "so PyTorch in this environment never uses the GPU",
                 "pin the CUDA build (pytorch-cuda / a cuda* build string) or drop cudatoolkit",
+                subject="pytorch",
+                scope="other",
             )
         )
     return findings
@@ -909,6 +924,8 @@ def _check_distributions(inv: Inventory) -> list[Finding]:
     pairs = []
     for i, a in enumerate(pip):
         for b in pip[i + 1 :]:
+            if a.marker or b.marker:
+                continue  # requirements for different platforms ('platform_system == ...')
             names = {_canonical(a.name), _canonical(b.name)}
             same = bool(a.version and b.version and _minor(a.version) == _minor(b.version))
             if names <= {"tensorflow", "tensorflow-intel", "tensorflow-cpu-aws"} and same:
@@ -998,7 +1015,7 @@ def _unchecked(inv: Inventory, tf: str | None, declared_known: bool) -> str | No
     pkg = _tf_package(inv)
     if pkg is None or (_exact(pkg) is None and not tf.endswith("*")):
         return f"TensorFlow's version '{tf}' is not one release"
-    if (_minor(tf), _os(inv.platform)) not in releases() and not declared_known:
+    if (_minor(tf), _os(inv.platform)) not in releases():
         return (
             f"TensorFlow {tf} is in neither TF's tested-build tables nor the Requires-Dist "
             "table: CUDA, cuDNN and Python not checked"
@@ -1120,8 +1137,12 @@ def _check_channels(inv: Inventory) -> list[Finding]:
 
 def _check_pip_over_conda(inv: Inventory) -> list[Finding]:
     findings = []
-    for name in ("tensorflow", "tensorflow-gpu", "tensorflow-base"):
-        conda, pip = inv.conda(name), inv.pip(name) or inv.pip(name.replace("-base", ""))
+    conda_tf = next(
+        (c for n in ("tensorflow-base", "tensorflow", "tensorflow-gpu") if (c := inv.conda(n))),
+        None,
+    )
+    pip_tf = next((p for n in TF_PIP if (p := inv.pip(n))), None)
+    for conda, pip in ((conda_tf, pip_tf),):
         if conda and pip:
             findings.append(
                 Finding(
@@ -1135,6 +1156,21 @@ def _check_pip_over_conda(inv: Inventory) -> list[Finding]:
                 )
             )
             break
+    for name in SHARED_NAMES:
+        conda, pip = inv.conda(name), inv.pip(name)
+        if conda and pip and conda.version != pip.version:
+            findings.append(
+                Finding(
+                    "pip-over-conda",
+                    "warning",
+                    f"{name} is installed twice: pip's {pip.version} over conda's "
+                    f"{conda.version}",
+                    "pip's files overwrite conda's in one site-packages; conda's record still "
+                    "names its own version, so the next conda install or update mixes the two",
+                    f"pip uninstall {name}, then conda install {name} of the version you need",
+                    subject=name,
+                )
+            )
     wheels = [p for p in inv.packages if p.manager == "pip" and p.name.startswith("nvidia-")]
     if wheels and inv.conda("cudatoolkit"):
         findings.append(
