@@ -178,7 +178,13 @@ def declared(
             "os_name": "nt" if windows else "posix",
             "platform_machine": "AMD64" if windows else "x86_64",
         }
-    wheel = next((t for t in row.wheels if python and f"cp{python.replace('.', '')}" in t), "")
+
+    def fit(tag: str) -> tuple[bool, bool]:
+        plat = tag.rsplit("-", 1)[-1]
+        same_os = windows is not None and (plat.startswith("win") if windows else ("linux" in plat))
+        return (bool(python) and f"cp{(python or '').replace('.', '')}-" in tag, same_os)
+
+    wheel = max(row.wheels, key=fit)
     out = []
     for text in row.requires:
         try:
@@ -191,5 +197,5 @@ def declared(
                     continue
             except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
                 continue
-        out.append(Declared(canonicalize_name(distribution), version, req, wheel or row.wheels[0]))
+        out.append(Declared(canonicalize_name(distribution), version, req, wheel))
     return out

@@ -11,6 +11,7 @@ from envfactory.catalog.model import (
     CondaPin,
     Fact,
     PipPin,
+    PlatformRoute,
     os_of,
 )
 
@@ -87,6 +88,7 @@ def describe(catalog: Catalog, combo: Combo) -> dict[str, Any]:
             "sass": list(route.targets.sass),
             "ptx": list(route.targets.ptx),
             "targets_confirmed": route.targets.confirmed,
+            "declared": _declared_view(route, combo.python_default, platform),
         }
     uncovered = {}
     for platform, gap in combo.uncovered.items():
@@ -102,6 +104,7 @@ def describe(catalog: Catalog, combo: Combo) -> dict[str, Any]:
     for c in combo.constraints:
         cite(c.sources)
         view: dict[str, Any] = {
+            "kind": c.kind,
             "package": c.package,
             "spec": c.spec,
             "requirement": c.requirement,
@@ -159,3 +162,26 @@ def describe(catalog: Catalog, combo: Combo) -> dict[str, Any]:
             for sid in sorted(used_sources)
         },
     }
+
+
+def _declared_view(route: PlatformRoute, python: str, platform: str) -> dict[str, Any] | None:
+    """The bounds a pip TensorFlow pin of this route declares itself (its wheel's Requires-Dist
+    for the combo's default Python on this platform; data/tf-requires.json)."""
+    from envfactory.catalog import tfmeta
+
+    for pin in route.pip:
+        name, _, version = pin.requirement.partition("==")
+        if name.strip().lower() not in tfmeta.DISTRIBUTIONS or not version:
+            continue
+        found = tfmeta.declared(name.strip(), version.strip(), python, platform)
+        if not found:
+            continue
+        return {
+            "kind": "declared",
+            "distribution": name.strip(),
+            "version": version.strip(),
+            "python": python,
+            "source": found[0].source,
+            "requirements": [str(d.requirement) for d in found],
+        }
+    return None
