@@ -4,6 +4,7 @@ it) and its scoring. Shared by tests/test_audit_corpus.py and scripts/score-audi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +81,7 @@ def _keys(report: AuditReport, scope: str) -> set[str]:
     return out
 
 
+@functools.cache
 def run(entry: Entry, directory: Path = CORPUS) -> Result:
     try:
         reports = audit_path(load_catalog(), directory / entry.file)

@@ -118,8 +118,12 @@ def test_the_known_inconsistencies_are_worded_with_their_packages() -> None:
         catalog,
         REAL / "tf2.4.1-gpu-cuda10.1-linux64-explicit--microsoft-planetary-computer-containers.txt",
     )
-    message = next(f.message for f in skew.findings if f.id == "tf-family-skew")
-    assert message == "tensorflow-estimator 2.6.0 does not match TensorFlow 2.4.1"
+    found = next(f for f in skew.findings if f.id == "tf-family-skew")
+    assert found.message.startswith("tensorflow-estimator 2.6.0 does not match TensorFlow 2.4.1")
+    # every message names its kind and source
+    assert "(declared: tensorflow 2.4.0 requires tensorflow-estimator<2.5.0" in found.message
+    assert (found.kind, found.subject) == ("declared", "tensorflow-estimator")
+    assert "PyPI Requires-Dist" in found.source
     assert skew.closest == "tf24-cuda101"
     [cpu] = audit_path(
         catalog,
@@ -228,8 +232,8 @@ def test_conda_list_export_with_pip_packages(tmp_path: Path) -> None:
     [report] = audit_path(load_catalog(), path)
     assert (report.inventory.kind, report.inventory.platform) == ("conda list --export", "win-64")
     ids = {f.id for f in report.findings}
-    # TF 2.1 wheels were built for CUDA 10.1; estimator 2.4 is not TF 2.1's
-    assert {"cuda-mismatch", "tf-family-skew"} <= ids
+    # TF 2.1 wheels were built for CUDA 10.1; estimator 2.4 is not what TF 2.1.0 declares
+    assert {"cuda-mismatch", "declared-requirement"} <= ids
 
 
 def test_companion_constraints_of_the_catalog(tmp_path: Path) -> None:
@@ -239,18 +243,22 @@ def test_companion_constraints_of_the_catalog(tmp_path: Path) -> None:
     path = tmp_path / "freeze.txt"
     path.write_text(text)
     [report] = audit_path(catalog, path)
-    outside = [f for f in report.findings if f.id == "companion-outside-constraint"]
+    outside = [f for f in report.findings if f.id == "known-breakage"]
     assert {f.message.split(" is ")[0] for f in outside} == {"protobuf 4.21.0", "gast 0.3.3"}
-    assert all(f.severity == "problem" and f.cause for f in outside)  # both bounds confirmed
+    assert all(f.severity == "problem" and f.cause for f in outside)
+    assert all("(breakage; source: " in f.message and f.source for f in outside)
     # conda-forge builds TF against its own protobuf: the protobuf bound is exempt there
     conda_forge = (
         "@EXPLICIT\n"
         "https://conda.anaconda.org/conda-forge/linux-64/tensorflow-base-2.6.0-cuda112py39h1_0.tar.bz2\n"
-        "https://conda.anaconda.org/conda-forge/linux-64/protobuf-3.20.3-py39h2_0.tar.bz2\n"
+        "https://conda.anaconda.org/conda-forge/linux-64/protobuf-4.21.12-py39h2_0.tar.bz2\n"
     )
-    assert "companion-outside-constraint" not in _audit(tmp_path, "cf.txt", conda_forge)
+    assert "known-breakage" not in _audit(tmp_path, "cf.txt", conda_forge)
     defaults = conda_forge.replace("conda.anaconda.org/conda-forge", "repo.anaconda.com/pkgs/main")
-    assert "companion-outside-constraint" in _audit(tmp_path, "main.txt", defaults)
+    assert "known-breakage" in _audit(tmp_path, "main.txt", defaults)
+    # protobuf 3.20.x is the fix TF's error names, not a problem (tensorflow#56266)
+    fixed = defaults.replace("protobuf-4.21.12", "protobuf-3.20.3")
+    assert "known-breakage" not in _audit(tmp_path, "fixed.txt", fixed)
 
 
 def test_pip_freeze_and_keras_out_of_step(tmp_path: Path) -> None:
@@ -259,8 +267,10 @@ def test_pip_freeze_and_keras_out_of_step(tmp_path: Path) -> None:
     path.write_text(text)
     [report] = audit_path(load_catalog(), path)
     assert report.inventory.kind == "pip freeze"
-    assert [f.id for f in report.findings] == ["tf-family-skew"]
-    assert "keras 2.11.0" in report.findings[0].message
+    assert [f.key for f in report.findings] == ["declared-requirement:keras"]
+    assert "keras 2.11.0 is outside keras<2.13,>=2.12.0, which tensorflow 2.12.0 declares" in (
+        report.findings[0].message
+    )
 
 
 def test_live_prefix(tmp_path: Path) -> None:

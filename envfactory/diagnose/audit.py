@@ -566,6 +566,10 @@ CUDA_LIBRARY = re.compile(
     r"^(cudatoolkit|cudnn|cupti|cuda-(cudart|nvrtc|nvcc|cupti|version|libraries|runtime)"
     r"|libcu(blas|fft|rand|solver|sparse)|libnvjitlink)$"
 )
+SAME_MODULE = {"tensorflow-gpu-estimator": "tensorflow-estimator"}
+"""A requirement's name -> the distribution that installs the same import package (TF 2.1's GPU
+wheels declare tensorflow-gpu-estimator; tensorflow-estimator installs the same
+tensorflow_estimator, and is what users have)."""
 SHARED_NAMES = ("keras", "numpy", "h5py", "protobuf", "tensorboard", "tensorflow-estimator")
 """Packages both conda and pip install into one site-packages, under one name."""
 GPU_EVIDENCE = ("cudatoolkit", "cudnn", "cuda-cudart", "cuda-version", "tensorflow-gpu")
@@ -779,7 +783,7 @@ def _check_declared(inv: Inventory) -> tuple[list[Finding], bool]:
                     or (inv.platform is None and "platform" in str(d.requirement.marker))
                 ):
                     continue
-                have = _exact(inv.any(name))
+                have = _exact(inv.any(name) or inv.any(SAME_MODULE.get(name, name)))
                 if have is None or d.requirement.specifier.contains(
                     Version(have), prereleases=True
                 ):
@@ -854,7 +858,7 @@ def _check_companions(
     return findings
 
 
-def _check_keras(inv: Inventory, tf: str) -> list[Finding]:
+def _check_keras(inv: Inventory, tf: str, reported: set[str]) -> list[Finding]:
     """Standalone keras against the TF line, for every line: keras 2.6 and later is tf.keras
     split out of TensorFlow and moves in lockstep with it (TF 2.6-2.15 declare keras of their
     own minor, data/tf-requires.json); TF 2.16 and later need keras 3. A conda TensorFlow 2.6
@@ -863,7 +867,7 @@ def _check_keras(inv: Inventory, tf: str) -> list[Finding]:
     keras = inv.any("keras")
     version = _exact(keras)
     tfv = _v(tf)
-    if keras and version and not inv.pip("tensorflow") and not inv.pip("tensorflow-gpu"):
+    if keras and version and "declared-requirement:keras" not in reported:
         kv = _v(version)
         want = None
         if kv >= (2, 6) and kv < (3,) and kv[:2] != tfv[:2] and (2, 6) <= tfv[:2] < (2, 16):
@@ -1270,7 +1274,7 @@ def audit(catalog: Catalog, inv: Inventory) -> AuditReport:
         findings += declared
         findings += _check_family(inv, tf)
         findings += _check_companions(inv, tf, catalog, {f.key for f in findings})
-        findings += _check_keras(inv, tf)
+        findings += _check_keras(inv, tf, {f.key for f in findings})
         findings += _check_distributions(inv)
         findings += _check_gpu_intent(inv, tf)
         findings += _check_cuda(inv, tf, catalog)
