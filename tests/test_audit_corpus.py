@@ -4,8 +4,7 @@ every expectation there was written by hand before audit ran on the file."""
 from __future__ import annotations
 
 import pytest
-
-from audit_corpus import CORPUS, load_corpus, run, score
+from audit_corpus import CORPUS, Entry, load_corpus, run, score
 
 ENTRIES = load_corpus()
 
@@ -24,8 +23,8 @@ def test_every_corpus_file_is_listed_once_with_its_source() -> None:
 
 
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if e.split == "tune"], ids=lambda e: e.file)
-def test_tuning_files_get_their_expected_verdict_and_problems(entry: object) -> None:
-    result = run(entry)  # type: ignore[arg-type]
+def test_tuning_files_get_their_expected_verdict_and_problems(entry: Entry) -> None:
+    result = run(entry)
     assert result.refused is None
     assert result.ok, (result.verdict, sorted(result.missing), sorted(result.found))
     assert result.entry.other <= result.found_other
