@@ -566,6 +566,10 @@ CUDA_LIBRARY = re.compile(
     r"^(cudatoolkit|cudnn|cupti|cuda-(cudart|nvrtc|nvcc|cupti|version|libraries|runtime)"
     r"|libcu(blas|fft|rand|solver|sparse)|libnvjitlink)$"
 )
+CONDA_NAME_OF = {"flatbuffers": "python-flatbuffers", "libclang": None, "clang": None}
+"""PyPI names whose conda namesake is another thing (conda's flatbuffers and libclang are the C++
+libraries; the Python package is python-flatbuffers, or not on conda): -> the conda name of the
+Python package, or None."""
 SAME_MODULE = {"tensorflow-gpu-estimator": "tensorflow-estimator"}
 """A requirement's name -> the distribution that installs the same import package (TF 2.1's GPU
 wheels declare tensorflow-gpu-estimator; tensorflow-estimator installs the same
@@ -750,6 +754,15 @@ def _table_version(distribution: str, version: str) -> str | None:
     return next((k for k in known if Version(k) == want), None)
 
 
+def _python_package(inv: Inventory, name: str) -> Package | None:
+    """The installed Python distribution ``name`` (PyPI name), from pip or conda."""
+    pip = inv.pip(name)
+    if pip or name not in CONDA_NAME_OF:
+        return pip or inv.conda(name)
+    conda_name = CONDA_NAME_OF[name]
+    return inv.conda(conda_name) if conda_name else None
+
+
 def _check_declared(inv: Inventory) -> tuple[list[Finding], bool]:
     """Every requirement a pip-installed TensorFlow distribution declares (its wheel's
     Requires-Dist, markers evaluated for this Python and platform; data/tf-requires.json),
@@ -783,7 +796,7 @@ def _check_declared(inv: Inventory) -> tuple[list[Finding], bool]:
                     or (inv.platform is None and "platform" in str(d.requirement.marker))
                 ):
                     continue
-                have = _exact(inv.any(name) or inv.any(SAME_MODULE.get(name, name)))
+                have = _exact(_python_package(inv, SAME_MODULE.get(name, name)))
                 if have is None or d.requirement.specifier.contains(
                     Version(have), prereleases=True
                 ):
