@@ -32,3 +32,15 @@ def test_tuning_files_get_their_expected_verdict_and_problems(entry: Entry) -> N
 
 def test_no_real_file_is_refused() -> None:
     assert score(ENTRIES).refused == []
+
+
+@pytest.mark.parametrize(
+    "entry", [e for e in ENTRIES if e.split == "held-out"], ids=lambda e: e.file
+)
+def test_held_out_files_are_read_and_consistent_ones_never_flagged(entry: Entry) -> None:
+    """The held-out part is scored once (held-out-first-run.txt); what must hold for every file
+    since, whatever its verdict: it is read, and a consistent environment is not flagged."""
+    result = run(entry)
+    assert result.refused is None
+    if entry.verdict == "consistent":
+        assert result.verdict != "inconsistent", sorted(result.found)

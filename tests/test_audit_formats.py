@@ -239,3 +239,24 @@ def test_a_lock_preference_is_never_a_problem(tmp_path: Path) -> None:
     assert "declared-requirement:wrapt" in _keys(
         _report(tmp_path, "s.txt", "tensorflow==2.12.0\nwrapt==1.15.0\n")
     )
+
+
+def test_a_list_of_bare_names_is_read_not_refused(tmp_path: Path) -> None:
+    """Found by the held-out run: tf_requirements.txt holding only names ('numpy',
+    'tensorflow', ...) and one bare git+ URL was refused as a whole."""
+    text = "tensorflow-gpu\ngit+https://github.com/tensorpack/tensorpack.git\nopencv-python\n"
+    report = _report(tmp_path, "tf_requirements.txt", text)
+    assert report.inventory.kind == "requirements" and report.verdict == "unknown"
+    assert len(report.inventory.skipped) == 1
+
+
+def test_a_ranged_pip_tensorflow_is_not_taken_for_an_old_cpu_wheel(tmp_path: Path) -> None:
+    """Found by the held-out run: 'tensorflow >=2.8,<2.11' next to cudatoolkit was reported
+    as the CPU-only pip wheel of TF < 2.1 (an unknown version compared as the oldest)."""
+    text = (
+        "name: orthoseg\nchannels:\n  - conda-forge\ndependencies:\n  - python =3.10\n"
+        "  - cudatoolkit >=11.2,<11.3\n  - pip:\n    - tensorflow >=2.8,<2.11\n"
+    )
+    report = _report(tmp_path, "environment.yml", text)
+    assert "tf-cpu-build-with-cuda" not in _keys(report)
+    assert report.verdict == "unknown"

@@ -488,7 +488,12 @@ def read_inventories(path: Path) -> list[Inventory]:
     # a requirements file (a versioned line, or its usual name): what cannot be judged is
     # reported, not refused
     versioned = re.search(r"^\s*[A-Za-z0-9_.\-\[\]]+\s*(==|>=|<=|~=|!=|<|>|@)", text, re.M)
-    if found[0].packages and (versioned or re.match(r"requirements.*\.(txt|in)$", path.name)):
+    # ... or a list of bare names (and options) that all parse, of more than one package or
+    # named for requirements: tf_requirements.txt of 'numpy', 'tensorflow', ...
+    listed = len(found[0].skipped) < len(found[0].packages) and (
+        len(found[0].packages) > 1 or "requirement" in path.name.lower()
+    )
+    if found[0].packages and (versioned or listed):
         return found
     raise UserInputError(
         f"cannot tell what {path} is",
@@ -666,7 +671,9 @@ def _check_cpu_build(inv: Inventory) -> list[Finding]:
         )
         break
     pip_tf = inv.pip("tensorflow-cpu") or (
-        inv.pip("tensorflow") if (tf := inv.pip("tensorflow")) and _v(tf.version) < (2, 1) else None
+        inv.pip("tensorflow")
+        if (tf := inv.pip("tensorflow")) and _exact(tf) and _v(tf.version) < (2, 1)
+        else None
     )
     if pip_tf and gpu_libs and not any(f.id == "tf-cpu-build-with-cuda" for f in findings):
         findings.append(
