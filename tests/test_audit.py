@@ -328,7 +328,7 @@ def test_cli_audit_json_exit_codes_and_manifest(tmp_path: Path) -> None:
     text = subprocess.run(
         [ENVFACTORY, "audit", str(good)], capture_output=True, text=True, timeout=120, check=False
     )
-    assert text.returncode == 0 and "no inconsistency found" in text.stdout
+    assert text.returncode == 0 and "TensorFlow verdict: consistent" in text.stdout
     assert "combo: tf113-cuda100" in text.stdout and "platforms: [win-64]" in text.stdout
     missing = subprocess.run(
         [ENVFACTORY, "audit", str(tmp_path / "nope.yml")],

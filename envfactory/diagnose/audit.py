@@ -1041,8 +1041,8 @@ def _unchecked(inv: Inventory, tf: str | None, declared_known: bool) -> str | No
         return f"TensorFlow's version '{tf}' is not one release"
     if (_minor(tf), _os(inv.platform)) not in releases():
         return (
-            f"TensorFlow {tf} is in neither TF's tested-build tables nor the Requires-Dist "
-            "table: CUDA, cuDNN and Python not checked"
+            f"TensorFlow {tf} is not in TF's tested-build tables (1.5 onwards): CUDA, cuDNN "
+            "and Python not checked"
         )
     return None
 
