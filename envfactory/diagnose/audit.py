@@ -1187,8 +1187,7 @@ def _check_pip_over_conda(inv: Inventory) -> list[Finding]:
                 Finding(
                     "pip-over-conda",
                     "warning",
-                    f"{name} is installed twice: pip's {pip.version} over conda's "
-                    f"{conda.version}",
+                    f"{name} is installed twice: pip's {pip.version} over conda's {conda.version}",
                     "pip's files overwrite conda's in one site-packages; conda's record still "
                     "names its own version, so the next conda install or update mixes the two",
                     f"pip uninstall {name}, then conda install {name} of the version you need",
