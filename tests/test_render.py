@@ -169,3 +169,21 @@ def test_template_undefined_value_names_file_and_line(tmp_path: Path) -> None:
         render_template("strict.j2", {}, tmp_path)
     assert "strict.j2:2" in info.value.message
     assert "missing" in info.value.message
+
+
+def test_anacondas_tf26_renders_the_keras_its_tf_keras_imports() -> None:
+    """Anaconda's tensorflow 2.6 does not depend on keras, which its tf.keras is (TF 2.6.0's
+    wheel declares keras~=2.6): every combo whose conda route takes TF 2.6 from defaults pins a
+    keras 2.6 next to it."""
+    checked = 0
+    for combo in CATALOG.combos.values():
+        if not combo.tensorflow.value.startswith("2.6."):
+            continue
+        for platform, route in combo.platforms.items():
+            pins = route.conda_pins(combo.python_default)
+            if not any(p.name == "tensorflow-base" for p in pins):
+                continue
+            checked += 1
+            keras = [p for p in pins if p.name == "keras"]
+            assert keras and keras[0].version.startswith("2.6"), (combo.name, platform)
+    assert checked >= 1
