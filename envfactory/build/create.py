@@ -67,7 +67,7 @@ from envfactory.build.pkgcache import (
 from envfactory.catalog.platforms import Platform, host_platform
 from envfactory.errors import ToolError, UserInputError
 from envfactory.progress import Progress, Transfer
-from envfactory.untrusted import PIP_NAME, SHA256
+from envfactory.untrusted import PIP_NAME, SHA256, TOKEN_PLACEHOLDER, redact_url
 
 MARKER = "envfactory.json"  # conda-meta/envfactory.json: which lock built this prefix
 _PIP_URL = re.compile(r"\A(?:https?|file)://[^\s\x00-\x1f\x7f]+\Z")
@@ -285,9 +285,24 @@ def create_environment(
         channel_map,
         wheel_dir,
     )
+    masked = next((p for p in packages if f"/t/{TOKEN_PLACEHOLDER}/" in p.url), None)
+    if masked is not None:
+        channel = next((n for n, u in meta.channels.items() if masked.url.startswith(u)), "NAME")
+        raise UserInputError(
+            f"{masked.describe()}: the lock's URL {masked.url} holds conda's "
+            f"{TOKEN_PLACEHOLDER} placeholder: the channel wants a token the lock does not keep",
+            f"give the channel with your token: --channel-map {channel}=URL, the URL with "
+            f"/t/YOUR-TOKEN/ in place of /t/{TOKEN_PLACEHOLDER}/ (or ENVFACTORY_CHANNEL_MAP); "
+            "see docs/security.md, 'Credentials'",
+        )
     conda = [p for p in packages if p.manager == "conda"]
-    # conda-meta records the lock's URLs; the cache was filled from the relocated ones
-    locked = [p for p in lock.packages if p.platform == target_platform and p.manager == "conda"]
+    # conda-meta records the lock's URLs, without credentials (world-readable files, issue 28);
+    # the cache was filled from the relocated ones
+    locked = [
+        p._replace(url=redact_url(p.url), channel=redact_url(p.channel))
+        for p in lock.packages
+        if p.platform == target_platform and p.manager == "conda"
+    ]
     wheels = [p for p in packages if p.manager == "pip"]
     check_pip_packages(wheels)
     prefix = prefix.expanduser().absolute()

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import typer
 
 from envfactory.cli import conventions
-from envfactory.cli.output import choose, detail, note, print_json, stdout_console, warn
+from envfactory.cli.output import (
+    choose,
+    detail,
+    note,
+    print_json,
+    stdout_console,
+    warn,
+    write_lines,
+)
 from envfactory.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS_FOUND, UserInputError
 
 if TYPE_CHECKING:  # each command imports what it uses when it runs
@@ -139,6 +147,13 @@ def lock(
         help="Do not solve: exit 0 when every lock matches its current inputs, 1 with the "
         "reasons when one is stale.",
     ),
+    resolve: bool = typer.Option(
+        False,
+        "--resolve",
+        help="With --check: also solve again (py-rattler, and uv for pip) with every locked "
+        "version as a constraint, and fail on any difference from the lock. Use it in CI on "
+        "locks from pull requests.",
+    ),
     virtual_package_spec: Path | None = typer.Option(
         None,
         "--virtual-package-spec",
@@ -200,8 +215,10 @@ def lock(
         virtual_package_spec, pip_index, out,
     )  # fmt: skip
     many = target is None
+    if resolve and not check:
+        raise UserInputError("--resolve goes with --check", "envfactory lock --check --resolve")
     if check:
-        results = [(t, check_lock(t.request, t.directory)) for t in targets]
+        results = [(t, check_lock(t.request, t.directory, resolve=resolve)) for t in targets]
         all_fresh = all(r.fresh for _, r in results)
         if as_json:
             views = {
@@ -229,8 +246,7 @@ def lock(
             lines.append(f"{path} is stale: {t.label}")
             lines += [f"  {reason}" for reason in r.reasons]
             lines.append(f"regenerate: {_regenerate(t.request, virtual_package_spec, out)}")
-        sys.stdout.write("".join(f"{line}\n" for line in lines))
-        sys.stdout.flush()
+        write_lines(lines)
         return EXIT_OK if all_fresh else EXIT_BAD_INPUT
 
     from envfactory.build import relock
@@ -465,8 +481,7 @@ def create(
     listing = register(result.prefix)
     if listing is not None:
         detail(f"registered {result.prefix} in {listing} (conda env list shows it)")
-    sys.stdout.write("".join(f"{line}\n" for line in lines))
-    sys.stdout.flush()
+    write_lines(lines)
     if result.activation_note:
         warn(f"note: {result.activation_note}")
     return EXIT_OK
