@@ -24,6 +24,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import pytest
 
@@ -255,7 +256,7 @@ def plan_with(lock_text: str, edit: dict[str, object]) -> str:
     return lock_text.replace(found.group(0), f"    envfactory.activation.linux-64: '{text}'\n")
 
 
-PLANS = {
+PLANS: dict[str, tuple[dict[str, object], str]] = {
     "PATH gets /tmp/evil first": (
         {"lists": [["PATH", [["literal", "/tmp/evil"]]], ["LD_LIBRARY_PATH", []]]},
         "puts '/tmp/evil' first in PATH, which is not a directory inside the environment",
@@ -417,12 +418,12 @@ def toposort_steps(n: int) -> int:
     graph = {names[i]: {names[i + 1]} if i + 1 < n else set() for i in range(n)}
     steps = 0
 
-    def line(frame: FrameType, event: str, arg: object) -> object:
+    def line(frame: FrameType, event: str, arg: object) -> Any:
         nonlocal steps
         steps += event == "line"
         return line
 
-    def call(frame: FrameType, event: str, arg: object) -> object:
+    def call(frame: FrameType, event: str, arg: object) -> Any:
         return line if frame.f_code.co_filename == lockfile.__file__ else None
 
     previous = sys.gettrace()
