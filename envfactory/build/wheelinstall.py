@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path, PureWindowsPath
 from typing import Any, BinaryIO, NamedTuple
 
@@ -181,7 +182,11 @@ def install_wheel(
             set() if written is None else written,
         )
         try:
-            install(source, destination, extra)
+            with warnings.catch_warnings():
+                # installer skips a wheel's __pycache__ members (numpy 1.26.4's wheels carry
+                # one .pyc) with a RuntimeWarning; pip skips them too, quietly
+                warnings.filterwarnings("ignore", "Skip installing .*__pycache__", RuntimeWarning)
+                install(source, destination, extra)
         except FileExistsError as exc:
             raise ToolError(
                 f"{pkg.describe()}: {wheel.name} would overwrite {exc.args[0].split(': ', 1)[-1]}, "
