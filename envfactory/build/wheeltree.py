@@ -22,7 +22,6 @@ import hashlib
 import io
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -118,25 +117,40 @@ def read(path: Path, pkg: LockedPackage) -> Tree | None:
     return Tree(path, manifest)
 
 
+def _write_new(target: str, data: bytes, mode: int) -> None:
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
 def _place(
-    source: Path | None, data: bytes | None, target: str, written: set[str], mode: int
+    source: str | None, data: bytes, target: str, written: set[str], mode: int, made: set[str]
 ) -> None:
-    if os.path.lexists(target):
-        if target not in written:
-            raise FileExistsError(target)
-        os.unlink(target)  # noqa: PTH108 - a new inode, never written through
-    os.makedirs(os.path.dirname(target), exist_ok=True)  # noqa: PTH103, PTH120
-    if source is not None:
+    """``target`` made a hard link to ``source`` (a copy where links fail), or a new file
+    holding ``data``; an existing file is replaced only when this create wrote it (pip does
+    that too: tensorflow-gpu 1.14.0 and tensorboard 1.14.0 both declare the ``tensorboard``
+    script), never written through (it may be a conda package's, its inode the cache's)."""
+    parent = os.path.dirname(target)  # noqa: PTH120
+    if parent not in made:
+        os.makedirs(parent, exist_ok=True)  # noqa: PTH103
+        made.add(parent)
+    for retry in (False, True):
         try:
-            os.link(source, target)
-        except OSError:  # another filesystem, or no hard links there
-            shutil.copyfile(source, target)
-            os.chmod(target, source.stat().st_mode & 0o777)  # noqa: PTH101
-    else:
-        assert data is not None
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            if source is None:
+                _write_new(target, data, mode)
+            else:
+                try:
+                    os.link(source, target)
+                except FileExistsError:
+                    raise
+                except OSError:  # another filesystem, or no hard links there
+                    with open(source, "rb") as handle:  # noqa: PTH123
+                        _write_new(target, handle.read(), os.stat(source).st_mode & 0o777)  # noqa: PTH116
+            break
+        except FileExistsError:
+            if retry or target not in written:
+                raise
+            os.unlink(target)  # noqa: PTH108 - a new inode, never written through
     written.add(target)
 
 
@@ -163,14 +177,15 @@ def install(
         "data": str(where.data),
     }
     base = roots["purelib"]
+    # RECORD names files relative to site-packages, in "/" form, as installer writes them
+    relative = {k: os.path.relpath(v, base).replace(os.sep, "/") + "/" for k, v in roots.items()}
+    relative["purelib"] = relative["platlib"] = ""
     rows: list[tuple[str, str, str]] = []
+    made: set[str] = set()
 
-    def row(target: str, digest: str, size: int) -> None:
-        rows.append((os.path.relpath(target, base).replace(os.sep, "/"), digest, str(size)))
-
-    def put(target: str, source: Path | None, data: bytes | None, mode: int = 0o644) -> None:
+    def put(target: str, source: str | None, data: bytes = b"", mode: int = 0o644) -> None:
         try:
-            _place(source, data, target, done, mode)
+            _place(source, data, target, done, mode, made)
         except FileExistsError:
             raise ToolError(
                 f"{pkg.describe()}: installing it would overwrite {target}, which another "
@@ -179,26 +194,26 @@ def install(
                 "and pip provide is taken from conda)",
             ) from None
 
-    files = tree.path / FILES
+    files = str(tree.path / FILES)
     interpreter = where.interpreter.encode()
+    sep = os.sep
     for scheme, rel, digest, size in manifest["files"]:
-        target = os.path.join(roots[scheme], *rel.split("/"))  # noqa: PTH118
-        source = files / scheme / rel
+        target = f"{roots[scheme]}{sep}{rel if sep == '/' else rel.replace('/', sep)}"
+        source = f"{files}/{scheme}/{rel}"
         if scheme == "scripts":
-            data = source.read_bytes()
+            data = Path(source).read_bytes()
             if data.startswith(b"#!python"):  # installer/pip: the environment's interpreter
                 data = b"#!" + interpreter + data[len(b"#!python") :]
                 put(target, None, data, 0o755)
-                row(target, _record_hash(data), len(data))
+                rows.append((relative[scheme] + rel, _record_hash(data), str(len(data))))
                 continue
-        put(target, source, None)
-        row(target, digest, size)
+        put(target, source)
+        rows.append((relative[scheme] + rel, digest, str(size)))
     for name, module, attr, section in manifest["scripts"]:
         script = Script(name, module, attr, section)
         filename, data = script.generate(where.interpreter, where.script_kind)  # type: ignore[arg-type]
-        target = os.path.join(roots["scripts"], filename)  # noqa: PTH118
-        put(target, None, data, 0o755)
-        row(target, _record_hash(data), len(data))
+        put(os.path.join(roots["scripts"], filename), None, data, 0o755)  # noqa: PTH118
+        rows.append((relative["scripts"] + filename, _record_hash(data), str(len(data))))
     extra = {"INSTALLER": INSTALLER_NAME}
     if requested:
         extra["REQUESTED"] = b""
@@ -207,9 +222,8 @@ def install(
         extra["direct_url.json"] = (json.dumps(doc, sort_keys=True) + "\n").encode()
     info = os.path.join(base, dist_info)  # noqa: PTH118
     for name, data in extra.items():
-        target = os.path.join(info, name)  # noqa: PTH118
-        put(target, None, data)
-        row(target, _record_hash(data), len(data))
+        put(os.path.join(info, name), None, data)  # noqa: PTH118
+        rows.append((f"{dist_info}/{name}", _record_hash(data), str(len(data))))
     record = os.path.join(info, "RECORD")  # noqa: PTH118
     rows.append((f"{dist_info}/RECORD", "", ""))
     text = io.StringIO()
