@@ -81,6 +81,14 @@ def test_console_scripts_land_in_bin_with_the_environments_shebang(
     assert verify_environment(prefix).identical
 
 
+def test_compile_is_refused_for_an_environment_this_machine_cannot_run(
+    tf114_lock: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(UserInputError, match=r"--compile runs the environment's python"):
+        create_environment(tf114_lock, tmp_path / "w", platform="win-64", compile_bytecode=True)
+    assert not (tmp_path / "w").exists()
+
+
 def test_win_layout_has_exe_launchers_in_scripts(tf114_lock: Path, tmp_path: Path) -> None:
     prefix = tmp_path / "win"
     create_environment(tf114_lock, prefix, platform="win-64")

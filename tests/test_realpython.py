@@ -86,6 +86,8 @@ def test_tensorboard_runs_and_pip_check_passes_after_activation(
     prefix = tmp_path / "envs" / "tf215"
     first = create_environment(real_lock, prefix, platform="linux-64", cache=cache)
     assert first.pip >= 15  # tensorboard's closure, minus what conda provides
+    site = prefix / "lib/python3.11/site-packages"
+    assert not list(site.rglob("*.pyc"))  # create ran no python of the environment
     run = _activated(
         prefix, "tensorboard --version && python -m pip check && python -m pip list --format freeze"
     )

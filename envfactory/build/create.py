@@ -254,6 +254,7 @@ def create_environment(
     wheel_dir: Path | None = None,
     cache_progress: CacheProgress | None = None,
     allow_build: Sequence[str] = (),
+    compile_bytecode: bool = False,
 ) -> CreateResult:
     from envfactory.build import rattler_adapter
     from envfactory.build.lockfile import read_lock
@@ -269,6 +270,10 @@ def create_environment(
             f"lock for this platform: envfactory lock COMBO --platform {target_platform}",
         )
     meta = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(lock_path))
+    if compile_bytecode:
+        from envfactory.build.bytecode import check_can_compile
+
+        check_can_compile(target_platform)
     if wheel_dir is None and channel_map is not None:
         from envfactory.build.mirror import pip_index_of
 
@@ -366,6 +371,10 @@ def create_environment(
             staging.remove()
             raise
     say(f"created {prefix}")
+    if compile_bytecode:  # the one program of the environment create runs, and only when asked
+        from envfactory.build.bytecode import compile_site_packages
+
+        say(f"compiled {compile_site_packages(prefix, target_platform, python)} (--compile)")
     moved = tuple(prefix / p.relative_to(staging.path) for p in activation)
     return CreateResult(
         prefix,

@@ -332,6 +332,13 @@ def create(
         "runs, offline). Repeatable. Vetted sdists (gast 0.2.2, termcolor 1.1.0, clang 5.0) "
         "need no flag.",
     ),
+    compile_bytecode: bool = typer.Option(
+        False,
+        "--compile",
+        help="Compile site-packages to bytecode after the environment is in place. This runs "
+        "the environment's own python (a program from the lock); without it create runs "
+        "nothing from the environment and Python compiles on first import.",
+    ),
 ) -> int:
     """Create an environment with exactly the locked packages for this platform.
 
@@ -376,6 +383,7 @@ def create(
             wheel_dir=pip_index,
             cache_progress=bar,
             allow_build=allow_build,
+            compile_bytecode=compile_bytecode,
         )
     finally:
         if bar is not None:
