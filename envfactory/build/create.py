@@ -305,6 +305,7 @@ def create_environment(
             allow_build=allow_build,
             say=say,
             index=wheel_dir,
+            report=cache_progress,
         )
     if replacing is not None:
         records = len(list((prefix / "conda-meta").glob("*.json")))

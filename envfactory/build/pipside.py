@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlsplit
 
 from envfactory.build.checks import LockedPackage
 from envfactory.build.pipcache import PipCache
+from envfactory.build.pkgcache import CacheProgress
 from envfactory.build.wheeltree import Tree
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
@@ -100,6 +101,7 @@ def prepare(
     allow_build: Collection[str] = (),
     say: Say | None = None,
     index: Path | None = None,
+    report: CacheProgress | None = None,
 ) -> Prepared:
     """Every locked pip file in the cache and checked, sdists built; nothing installed.
     ``index``: the local index the packages were relocated to, which also holds the build
@@ -122,6 +124,8 @@ def prepare(
         if index is not None and cache.lookup(backend) is None:
             backend = backend._replace(url=locate(index, backend).resolve().as_uri())
         wanted.append(backend)
+    if report is not None:
+        report.start(len(wanted))
     for pkg in wanted:
         if session is None and cache.lookup(pkg) is None and not pkg.url.startswith("file:"):
             from envfactory.build.netconfig import pip_session
@@ -133,6 +137,8 @@ def prepare(
         cached += fetched.outcome == "cached"
         if fetched.outcome == "downloaded":
             tell(f"downloaded {pkg.filename} ({_size(fetched.downloaded)})")
+        if report is not None:
+            report.fetched(pkg.filename, fetched.path.stat().st_size, fetched.outcome)
     if session is not None:
         session.close()
     if downloaded:
