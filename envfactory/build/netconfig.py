@@ -65,16 +65,26 @@ def pip_settings(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 class _Session:
-    """requests' Session, with certificate checks off for pip's trusted hosts only."""
+    """requests' Session, with certificate checks off for pip's trusted hosts only (or for
+    every host: ``.condarc``'s ``ssl_verify: false``). Where the user turned them off, urllib3's
+    InsecureRequestWarning is not printed for each request (pip and conda keep quiet too)."""
 
-    def __init__(self, session: Any, trusted: frozenset[str]) -> None:
+    def __init__(self, session: Any, trusted: frozenset[str], everywhere: bool = False) -> None:
         self.session = session
         self.trusted = trusted
+        self.everywhere = everywhere
 
     def get(self, url: str, **kwargs: Any) -> Any:
         parts = urlsplit(url)
-        if parts.hostname in self.trusted or parts.netloc in self.trusted:
+        if self.everywhere or parts.hostname in self.trusted or parts.netloc in self.trusted:
+            import warnings
+
+            from urllib3.exceptions import InsecureRequestWarning
+
             kwargs["verify"] = False
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", InsecureRequestWarning)
+                return self.session.get(url, **kwargs)
         return self.session.get(url, **kwargs)
 
     def close(self) -> None:
@@ -146,7 +156,7 @@ def conda_session(env: Mapping[str, str] | None = None) -> Any:
         session.proxies.update(settings["proxy_servers"])
     verify = settings.get("ssl_verify")
     if verify is False or (isinstance(verify, str) and verify.lower() == "false"):
-        session.verify = False
-    elif isinstance(verify, str) and verify.lower() != "true":
+        return _Session(session, frozenset(), everywhere=True)
+    if isinstance(verify, str) and verify.lower() != "true":
         session.verify = verify
-    return session
+    return _Session(session, frozenset())
