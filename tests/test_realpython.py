@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import PipPin
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
+ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 CONDA_REAL = Path(__file__).parent / "shells" / "conda_real.py"
 TENSORBOARD = "tensorboard==2.15.2"
 
@@ -104,3 +106,29 @@ def test_tensorboard_runs_and_pip_check_passes_after_activation(
     second = create_environment(real_lock, tmp_path / "envs" / "again", platform="linux-64",
                                 cache=cache)  # fmt: skip
     assert (second.pip_downloaded, second.pip_cached) == (0, first.pip)
+
+
+@pytest.mark.skipif(not shutil.which("unshare"), reason="unshare switches the network off")
+def test_mirror_of_the_real_lock_then_create_with_the_network_off(
+    real_lock: Path, cache_dir: Path, tmp_path: Path
+) -> None:
+    """The mirror takes every file from the package cache the first test filled (no download
+    again) and writes the pip side as a PEP 503 index; create from it alone, offline."""
+    from envfactory.build.mirror import mirror_lock
+
+    result = mirror_lock(
+        real_lock, tmp_path / "mirror", cache=PackageCache(CacheLocation(cache_dir / "pkgs"))
+    )
+    assert (tmp_path / "mirror/pypi/simple/tensorboard/index.html").is_file()
+    command = result.create_command(str(real_lock)).split()[3:]
+    flags = [a for a in command if a != "--pip-index" and "/pypi/simple" not in a]
+    prefix = tmp_path / "env"
+    env = {**os.environ, "ENVFACTORY_PKGS_DIRS": str(tmp_path / "empty-cache")}
+    proc = subprocess.run(
+        ["unshare", "-rn", ENVFACTORY, "create", str(real_lock), *flags, "-p", str(prefix)],
+        capture_output=True, text=True, timeout=300, env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "0 bytes downloaded" in proc.stdout
+    assert verify_environment(prefix).identical
+    assert (prefix / "bin/tensorboard").read_text().startswith(f"#!{prefix}/bin/python\n")
