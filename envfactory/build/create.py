@@ -66,7 +66,7 @@ from envfactory.build.pkgcache import (
 )
 from envfactory.catalog.platforms import Platform, host_platform
 from envfactory.errors import ToolError, UserInputError
-from envfactory.progress import Progress
+from envfactory.progress import Progress, Transfer
 from envfactory.untrusted import PIP_NAME, SHA256
 
 MARKER = "envfactory.json"  # conda-meta/envfactory.json: which lock built this prefix
@@ -253,6 +253,7 @@ def create_environment(
     channel_map: ChannelMap | None = None,
     wheel_dir: Path | None = None,
     cache_progress: CacheProgress | None = None,
+    pip_transfer: Transfer | None = None,
     allow_build: Sequence[str] = (),
     compile_bytecode: bool = False,
 ) -> CreateResult:
@@ -274,7 +275,9 @@ def create_environment(
         from envfactory.build.bytecode import check_can_compile
 
         check_can_compile(target_platform)
-    if wheel_dir is None and channel_map is not None:
+    has_pip = any(p.platform == target_platform and p.manager == "pip" for p in lock.packages)
+    if wheel_dir is None and channel_map is not None and has_pip:
+        # mirror imports the pip side's readers (packaging): only when the lock has wheels
         from envfactory.build.mirror import pip_index_of
 
         wheel_dir = pip_index_of(channel_map)
@@ -305,7 +308,7 @@ def create_environment(
             allow_build=allow_build,
             say=say,
             index=wheel_dir,
-            report=cache_progress,
+            transfer=pip_transfer,
         )
     if replacing is not None:
         records = len(list((prefix / "conda-meta").glob("*.json")))

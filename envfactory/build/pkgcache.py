@@ -99,7 +99,9 @@ class Wanted(Protocol):
 
 
 class CacheProgress(Protocol):
-    """Told what the cache does, so the CLI can draw a progress bar (the core never prints)."""
+    """Told what the cache does, so the CLI can draw a progress bar (the core never prints).
+    One that also has ``transferred(nbytes)`` (``envfactory.progress.Transfer``) is told the
+    bytes the workers download, a few times a second."""
 
     def start(self, total: int) -> None:
         """``total`` packages are needed."""
@@ -865,6 +867,9 @@ class PackageCache:
                 with target.open("wb") as handle:
                     for chunk in response.iter_content(CHUNK):
                         handle.write(chunk)
+                        if _DOWNLOADED is not None:
+                            with _DOWNLOADED.get_lock():
+                                _DOWNLOADED.value += len(chunk)
         except requests.RequestException as exc:
             raise OfflineError(
                 f"cannot download {url}: {exc}",
@@ -978,7 +983,7 @@ class PackageCache:
                     else:
                         done[i] = self._cached(packages[i], names[i], found, outcome, report)
 
-                self._fill(missing, packages, landed)
+                self._fill(missing, packages, landed, getattr(report, "transferred", None))
                 missing = sorted(again)
             if missing:
                 pkg = packages[missing[0]]
@@ -1034,10 +1039,12 @@ class PackageCache:
         indices: Sequence[int],
         packages: Sequence[Wanted],
         landed: Callable[[int, Outcome], None],
+        transferred: Callable[[int], None] | None = None,
     ) -> None:
         """Populate the entries of ``packages[i]`` for each index in worker processes (each
         under the entry's exclusive lock, taken in the worker); ``landed(i, outcome)`` runs
-        here as each one finishes."""
+        here as each one finishes, ``transferred(nbytes)`` a few times a second while the
+        workers download."""
         import multiprocessing
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -1048,6 +1055,8 @@ class PackageCache:
         from multiprocessing import resource_tracker
 
         resource_tracker.ensure_running()  # it would unblock SIGINT and SIGTERM in the block
+        downloaded = context.Value("q", 0) if transferred is not None else None
+        reported = 0
         pool: ProcessPoolExecutor | None = None
         try:
             # all of the pool's workers start, or none do; a signal that came meanwhile is
@@ -1057,14 +1066,21 @@ class PackageCache:
                     min(workers(), len(indices)),
                     mp_context=context,
                     initializer=_worker_init,
-                    initargs=(os.getpid(),),
+                    initargs=(os.getpid(), downloaded),
                 )
                 with _main_not_reimported():
                     pending = {
                         pool.submit(_fill_one, self.location, packages[i]): i for i in indices
                     }
             while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                # with a listener, wake up 4 times a second to tell it the bytes downloaded
+                tick = 0.25 if downloaded is not None else None
+                finished, _ = wait(pending, timeout=tick, return_when=FIRST_COMPLETED)
+                if transferred is not None and downloaded is not None:
+                    now = downloaded.value
+                    if now > reported:
+                        transferred(now - reported)
+                        reported = now
                 for future in finished:
                     i = pending.pop(future)
                     error = future.exception()
@@ -1098,7 +1114,14 @@ def _main_not_reimported() -> Iterator[None]:
         main.__file__ = path
 
 
-def _worker_init(parent: int) -> None:
+# In a worker: the shared count of bytes downloaded, which the create's process reads for its
+# progress bar (a multiprocessing Value, handed over as the worker starts).
+_DOWNLOADED: Any = None
+
+
+def _worker_init(parent: int, downloaded: Any = None) -> None:
+    global _DOWNLOADED
+    _DOWNLOADED = downloaded
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles it and waits for us
     # started with them blocked (interrupts_deferred): SIGTERM and SIGHUP end a worker again
     signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
