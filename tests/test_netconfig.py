@@ -234,3 +234,80 @@ def test_condarc_ssl_verify_names_the_ca_bundle_or_turns_checks_off(
     assert _download_channel_file(tls_origin.url, tmp_path / "a") == PAYLOAD
     condarc.write_text("ssl_verify: false\n")
     assert _download_channel_file(tls_origin.url, tmp_path / "b") == PAYLOAD
+
+
+def test_lock_uses_the_users_private_index_and_writes_no_login(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip.conf's index-url (with a login) is where uv resolves when no --pip-index is given;
+    the locked URL names the file on that index without the login, and create's download adds
+    the user's login again. The password is nowhere in what lock returns."""
+    import base64
+
+    from channel_builder import write_wheel
+
+    from envfactory.build.pypi import lock_requirements
+
+    wheel = write_wheel(
+        tmp_path / "files", "envf-private-probe", "1.0",
+        "envf_private_probe-1.0-py3-none-any.whl", [], None,
+    )  # fmt: skip
+    body = wheel.read_bytes()
+    sha = hashlib.sha256(body).hexdigest()
+    login = "Basic " + base64.b64encode(b"alice:s3cret").decode()
+
+    class Index(BaseHTTPRequestHandler):
+        seen: list[str] = []  # noqa: RUF012
+
+        def do_GET(self) -> None:
+            self.seen.append(self.path)
+            if self.headers.get("Authorization") != login:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="private"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if self.path.rstrip("/") == "/simple/envf-private-probe":
+                page = f'<a href="/files/{wheel.name}#sha256={sha}">{wheel.name}</a>'.encode()
+                self._send(page, "text/html")
+            elif self.path == f"/files/{wheel.name}":
+                self._send(body, "application/octet-stream")
+            else:
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        def do_HEAD(self) -> None:  # uv asks before a range request; it gets no ranges
+            self.head = True
+            self.do_GET()
+
+        def _send(self, data: bytes, kind: str) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if not getattr(self, "head", False):
+                self.wfile.write(data)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = _start(Index)
+    try:
+        host = server.url.removeprefix("http://")
+        conf = tmp_path / "pip.conf"
+        conf.write_text(f"[global]\nindex-url = http://alice:s3cret@{host}/simple\n")
+        monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+        (pkg,) = lock_requirements(
+            ["envf-private-probe==1.0"], platform="linux-64", python="3.11", glibc="2.17",
+            conda_packages=[],
+        )  # fmt: skip
+        assert pkg.url == f"{server.url}/files/{wheel.name}"  # the private index, no login
+        assert "s3cret" not in repr(pkg) and "alice" not in repr(pkg)
+        assert pkg.sha256 == sha
+        fetched = PipCache(tmp_path / "cache").fetch(pkg)  # the login added for that host
+        assert fetched.path.read_bytes() == body
+        assert f"/files/{wheel.name}" in Index.seen
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()
