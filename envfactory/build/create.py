@@ -256,7 +256,10 @@ def create_environment(
     pip_transfer: Transfer | None = None,
     allow_build: Sequence[str] = (),
     compile_bytecode: bool = False,
+    seed: Callable[[Path], None] | None = None,
 ) -> CreateResult:
+    """``seed``: fills the staging directory before rattler links into it (``update``: the
+    packages an environment keeps, which rattler then finds installed and leaves alone)."""
     from envfactory.build import rattler_adapter
     from envfactory.build.lockfile import read_lock
 
@@ -310,7 +313,7 @@ def create_environment(
             index=wheel_dir,
             transfer=pip_transfer,
         )
-    if replacing is not None:
+    if replacing is not None and seed is None:
         records = len(list((prefix / "conda-meta").glob("*.json")))
         say(
             f"--force: the conda environment {prefix} ({records} records in conda-meta/) is "
@@ -326,6 +329,8 @@ def create_environment(
             say(f"removed {stale}, left by an interrupted create")
         staging = Staging.make(prefix.parent, staging_prefix, mode=0o777 & ~umask)
         try:
+            if seed is not None:
+                seed(staging.path)
             say(f"{len(conda)} conda packages: checking them into the cache {cache.root}")
             with cache.acquire(conda, cache_progress) as lease:
                 check_links_across(

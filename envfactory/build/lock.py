@@ -288,11 +288,15 @@ class LockResult:
 
 
 def solve_platform(
-    request: LockRequest, platform: Platform, virtual: Mapping[str, str] | None = None
+    request: LockRequest,
+    platform: Platform,
+    virtual: Mapping[str, str] | None = None,
+    preferred: Sequence[LockedPackage] = (),
 ) -> list[LockedPackage]:
     """Solve the conda part of one platform with py-rattler, then check it (exit 2 on either
     failure). ``virtual`` replaces the request's virtual packages; tests use it to show what the
-    solver says without ``__cuda``."""
+    solver says without ``__cuda``. ``preferred``: the previous lock's packages, kept where the
+    inputs allow."""
     from envfactory.build import rattler_adapter
 
     spec = request.spec(platform)
@@ -305,6 +309,7 @@ def solve_platform(
             platform,
             vpkgs,
             constraints=request.conda_constraints(platform),
+            preferred=preferred,
         )
     except rattler_adapter.Unsatisfiable as exc:
         absent = absent_names(exc.explanation)
@@ -326,7 +331,10 @@ def _plain(explanation: str) -> str:
 
 
 def _pip_target(
-    request: LockRequest, platform: Platform, conda: Sequence[LockedPackage]
+    request: LockRequest,
+    platform: Platform,
+    conda: Sequence[LockedPackage],
+    preferred: Sequence[LockedPackage] = (),
 ) -> PipTarget | None:
     requirements = request.pip_requirements(platform)
     if not requirements:
@@ -341,6 +349,7 @@ def _pip_target(
         conda_packages=tuple(conda),
         constraints=request.constraints(platform),
         index=request.pip_index,
+        preferences=tuple((p.name, p.version) for p in preferred if p.manager == "pip"),
     )
 
 
@@ -358,10 +367,11 @@ def _pip_packages(
     request: LockRequest,
     conda: Mapping[Platform, Sequence[LockedPackage]],
     progress: Progress,
+    prefer: Mapping[Platform, Sequence[LockedPackage]],
 ) -> dict[Platform, list[LockedPackage]]:
     """The pip part of every platform, resolved in parallel (each resolution is a uv process),
     then checked together with the platform's conda part."""
-    targets = {p: _pip_target(request, p, conda[p]) for p in request.platforms}
+    targets = {p: _pip_target(request, p, conda[p], prefer.get(p, ())) for p in request.platforms}
     jobs = {p: t for p, t in targets.items() if t is not None}
     out: dict[Platform, list[LockedPackage]] = {p: [] for p in request.platforms}
     if not jobs:
@@ -418,10 +428,21 @@ def _env_file_of(files: Sequence[RenderedFile], platform: Platform) -> str:
 
 
 def lock_combo(
-    request: LockRequest, directory: Path, progress: Progress | None = None
+    request: LockRequest,
+    directory: Path,
+    progress: Progress | None = None,
+    *,
+    prefer: Mapping[Platform, Sequence[LockedPackage]] | None = None,
+    write: bool = True,
 ) -> LockResult:
-    """Solve every requested platform and write the lock files into ``directory``."""
+    """Solve every requested platform and write the lock files into ``directory``.
+
+    ``prefer``: per platform, the packages of the lock being replaced that may stay
+    (``sticky.preferred``): the conda solver and uv keep them where the inputs allow, so only
+    what the inputs force moves. ``write=False`` solves and checks without writing
+    (``lock --dry-run``)."""
     say = progress or (lambda _m: None)
+    prefer = prefer or {}
     rendered = _rendered_inputs(request)
     conda: dict[Platform, list[LockedPackage]] = {}
     seconds: dict[Platform, float] = {}
@@ -434,10 +455,10 @@ def lock_combo(
             if problems:
                 raise refuse(request.name, platform, problems)
         else:
-            conda[platform] = solve_platform(request, platform)
+            conda[platform] = solve_platform(request, platform, preferred=prefer.get(platform, ()))
         seconds[platform] = time.perf_counter() - start
     start = time.perf_counter()
-    pip = _pip_packages(request, conda, say)
+    pip = _pip_packages(request, conda, say, prefer)
     pip_seconds = time.perf_counter() - start
     solved: dict[Platform, tuple[LockedPackage, ...]] = {}
     for platform in request.platforms:
@@ -446,7 +467,7 @@ def lock_combo(
             seconds[platform] += pip_seconds
         say(f"{platform}: {len(conda[platform])} conda + {len(pip[platform])} pip packages")
 
-    written = write_lock_set(directory, _lock_files(request, rendered, solved))
+    written = write_lock_set(directory, _lock_files(request, rendered, solved)) if write else []
     return LockResult(
         directory=directory,
         files=tuple(written),

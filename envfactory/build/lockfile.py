@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, cast
+from urllib.parse import unquote
 
 from envfactory.build.checks import LockedPackage
 from envfactory.catalog.platforms import Platform
@@ -540,7 +541,8 @@ def _package_problem(pkg: LockedPackage, platforms: Sequence[str]) -> str | None
     if pkg.subdir not in (pkg.platform, "noarch"):
         return f"the url's subdir {pkg.subdir!r} is neither {pkg.platform} nor noarch"
     stem = f"{pkg.name}-{pkg.version}-{pkg.build}"
-    if pkg.filename not in (f"{stem}.tar.bz2", f"{stem}.conda"):
+    # conda-lock percent-encodes the epoch's '!' in URLs (x264-1%21164.3095-h8bd6ef3_1.tar.bz2)
+    if unquote(pkg.filename) not in (f"{stem}.tar.bz2", f"{stem}.conda"):
         return f"the url's file name is not {stem}.tar.bz2 or {stem}.conda"
     return None
 
