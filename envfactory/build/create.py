@@ -255,6 +255,7 @@ def create_environment(
     cache_progress: CacheProgress | None = None,
     pip_transfer: Transfer | None = None,
     allow_build: Sequence[str] = (),
+    compile_bytecode: bool = False,
     seed: Callable[[Path], None] | None = None,
 ) -> CreateResult:
     """``seed``: fills the staging directory before rattler links into it (``update``: the
@@ -273,6 +274,10 @@ def create_environment(
             f"lock for this platform: envfactory lock COMBO --platform {target_platform}",
         )
     meta = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(lock_path))
+    if compile_bytecode:
+        from envfactory.build.bytecode import check_can_compile
+
+        check_can_compile(target_platform)
     has_pip = any(p.platform == target_platform and p.manager == "pip" for p in lock.packages)
     if wheel_dir is None and channel_map is not None and has_pip:
         # mirror imports the pip side's readers (packaging): only when the lock has wheels
@@ -390,6 +395,10 @@ def create_environment(
             staging.remove()
             raise
     say(f"created {prefix}")
+    if compile_bytecode:  # the one program of the environment create runs, and only when asked
+        from envfactory.build.bytecode import compile_site_packages
+
+        say(f"compiled {compile_site_packages(prefix, target_platform, python)} (--compile)")
     moved = tuple(prefix / p.relative_to(staging.path) for p in activation)
     return CreateResult(
         prefix,

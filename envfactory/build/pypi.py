@@ -81,7 +81,11 @@ def target_tags(platform: Platform, python: str, glibc: str | None) -> list[Tag]
 
 def _index_args(index: str | None) -> list[str]:
     if index is None:
-        return ["--index-url", PYPI_SIMPLE]
+        from envfactory.build.netconfig import pip_indexes
+
+        # the user's pip index, when pip's configuration names one, reaches uv through its
+        # environment (uv_index_environment), never the command line
+        return [] if pip_indexes()[0] else ["--index-url", PYPI_SIMPLE]
     if "://" not in index or index.startswith("file://"):
         folder = Path(unquote(urlparse(index).path)) if index.startswith("file://") else Path(index)
         return ["--no-index", "--find-links", str(folder.resolve())]
@@ -112,10 +116,16 @@ def uv_binary() -> str:
     return find_uv_bin()
 
 
-def _uv_environment() -> dict[str, str]:
+def _uv_environment(index: str | None = None) -> dict[str, str]:
     """The host's environment minus uv's own settings (a lock never depends on them); the cache
-    directory is kept, it changes speed, not results."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("UV_") or k == "UV_CACHE_DIR"}
+    directory is kept, it changes speed, not results. Without ``--pip-index``, the user's pip
+    index settings (``netconfig.uv_index_environment``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_") or k == "UV_CACHE_DIR"}
+    if index is None:
+        from envfactory.build.netconfig import uv_index_environment
+
+        env.update(uv_index_environment())
+    return env
 
 
 @dataclass(frozen=True)
@@ -228,7 +238,7 @@ def _resolve(target: PipTarget, only_binary: tuple[str, ...]) -> list[LockedPack
                 text=True,
                 timeout=UV_TIMEOUT_S,
                 check=False,
-                env=_uv_environment(),
+                env=_uv_environment(target.index),
                 cwd=tmp,
             )
         except subprocess.TimeoutExpired:
@@ -331,9 +341,23 @@ def _pick_file(
 
 def _file_url(item: Mapping[str, Any]) -> str:
     if "url" in item:
-        return str(item["url"])
+        return _without_login(str(item["url"]))
     path = Path(str(item["path"]))
     return path.resolve().as_uri()
+
+
+def _without_login(url: str) -> str:
+    """A locked file's URL never carries a login (a private index's user and password): create
+    adds the user's own login for that host again (``netconfig.pip_session``)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=host))
 
 
 def _sha256(item: Mapping[str, Any], url: str) -> str:
