@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from envfactory import __version__
-from envfactory.cli.output import print_error
+from envfactory.cli.output import print_error, tolerant_streams
 from envfactory.errors import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -144,6 +144,12 @@ def run(argv: Sequence[str] | None = None) -> int:
         failure = from_os_error(exc)
         print_error(failure.message, failure.hint)
         return failure.exit_code
+    except UnicodeEncodeError as exc:  # output, not input: the file is fine
+        print_error(
+            f"cannot write {exc.object[exc.start : exc.end]!r} in the {exc.encoding} encoding",
+            "run with PYTHONIOENCODING=utf-8 (or 'chcp 65001' in the console)",
+        )
+        return EXIT_TOOL_FAILURE
     except UnicodeError as exc:
         print_error(f"input is not valid text: {exc}", "save the file (or input) as UTF-8")
         return EXIT_BAD_INPUT
@@ -173,6 +179,7 @@ def main() -> None:
     Ends with ``os._exit``: py-rattler 0.28 can crash at interpreter shutdown after a solve
     (shared/research/feasibility.md, "Stability warning"); all output is flushed first.
     """
+    tolerant_streams()
     code = run()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -50,7 +50,9 @@ def compat(
     gpu: str | None = typer.Option(None, "--gpu", help=GPU_HELP),
     cc: str | None = typer.Option(None, "--cc", help=CC_HELP),
     driver: str | None = typer.Option(None, "--driver", help=DRIVER_HELP),
-    platform: str = typer.Option("linux-64", "--platform", help="linux-64 or win-64."),
+    platform: str | None = typer.Option(
+        None, "--platform", help="linux-64 or win-64; defaults to this machine's."
+    ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> int:
     """Will COMBO run on this GPU and driver? Probes nothing.
@@ -60,12 +62,13 @@ def compat(
     runs (supported or ptx-jit), 3 when it does not.
     """
     from envfactory.catalog.loader import load_catalog
-    from envfactory.catalog.model import parse_platform
+    from envfactory.catalog.model import host_platform, parse_platform
     from envfactory.diagnose.compat import check
 
     catalog = load_catalog()
     spec, note = _gpu_spec(gpu, cc)
-    result = check(catalog, catalog.combo(combo), spec, parse_platform(platform), _driver(driver))
+    plat = parse_platform(platform) if platform else host_platform()
+    result = check(catalog, catalog.combo(combo), spec, plat, _driver(driver))
     if as_json:
         data = result.to_json()
         data["gpu"]["match_note"] = note

@@ -603,6 +603,11 @@ def _check_cuda(inv: Inventory, tf: str, catalog: Catalog) -> list[Finding]:
                             )
     elif (pip := inv.pip("tensorflow-gpu") or inv.pip("tensorflow")) and pip.version:
         row = releases().get((_minor(pip.version), _os(inv.platform)))
+        linux = releases().get((_minor(pip.version), "linux"))
+        if row and "." not in row.cuda and linux and _v(linux.cuda)[:1] == _v(row.cuda)[:1]:
+            # The Windows table gives CUDA "10" for 1.13-2.0; the wheels load cudart64_100.dll
+            # (CUDA 10.0, as the Linux row says): compare with that, not with a bare major.
+            row = linux
         if row:
             wanted = (row.cuda, f"pip's {pip.name} {pip.version} was built for CUDA {row.cuda}")
     if have and wanted:

@@ -477,10 +477,20 @@ def _cudnn_version(raw: int) -> str:
 
 
 def version_from_file_name(path: str) -> LibraryVersion | None:
-    """``libcudnn.so.9.14.0`` -> 9.14.0; ``cudnn64_8.dll`` -> 8 (Windows names carry the major)."""
+    """``libcudnn.so.9.14.0`` -> 9.14.0; ``cudnn64_8.dll`` -> 8; ``cudart64_100.dll`` -> 10.0,
+    ``cudart64_101.dll`` -> 10.1, ``cudart64_110.dll`` -> 11.0 (CUDA's Windows names join major
+    and minor in three digits: the names in ``library_names``); ``cublas64_10.dll`` -> 10."""
     name = PureWindowsPath(path).name if "\\" in path else PurePosixPath(path).name
-    m = re.search(r"\.so\.(\d+(?:\.\d+)*)$", name) or re.search(r"64_(\d+)\.dll$", name, re.I)
-    return LibraryVersion(m[1], "file name") if m else None
+    m = re.search(r"\.so\.(\d+(?:\.\d+)*)$", name)
+    if m:
+        return LibraryVersion(m[1], "file name")
+    m = re.search(r"64_(\d+)\.dll$", name, re.I)
+    if m is None:
+        return None
+    digits = m[1]
+    if len(digits) == 3 and not name.lower().startswith("cudnn"):
+        return LibraryVersion(f"{digits[:2]}.{digits[2]}", "file name")
+    return LibraryVersion(digits, "file name")
 
 
 def ctypes_library_version(role: str, path: str) -> LibraryVersion | None:
