@@ -21,11 +21,14 @@ Windows counterparts:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import IO, Any
 
 WINDOWS = sys.platform == "win32"
 
@@ -54,6 +57,18 @@ def restore_interrupts(previous: set[int]) -> None:
 def unblock_interrupts() -> None:
     if not WINDOWS:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
+
+
+def file_url_path(url: str) -> Path | None:
+    """The local path of a ``file://`` URL on this host (None for any other URL):
+    ``file:///Z:/chan/a%20b`` is ``Z:\\chan\\a b`` on Windows, where ``urlparse().path``
+    gave ``\\Z:\\chan\\...``; ``file:///srv/chan`` is ``/srv/chan`` on POSIX."""
+    if not url.startswith("file://"):
+        return None
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname
+
+    return Path(url2pathname(urlparse(url).path))
 
 
 # --------------------------------------------------------------------------------------------
@@ -104,23 +119,54 @@ def _windows_flock(fd: int, operation: int) -> None:
     _held[fd] = operation & (LOCK_SH | LOCK_EX)
 
 
+def unlink_open(path: Path, handle: IO[bytes]) -> None:
+    """Remove a file this process holds open (a lock marker) and close it. POSIX: unlinked
+    while its lock is held, so no other process sees it unlocked. Windows cannot delete a file
+    open without FILE_SHARE_DELETE ("Sharing violation"): closed first, which leaves a moment
+    in which a concurrent create of the same prefix name may take it for a stale one."""
+    if WINDOWS:
+        handle.close()
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    handle.close()
+
+
 # --------------------------------------------------------------------------------------------
 # Worker processes
 
 
 def pool_context(preload: Sequence[str]) -> Any:
-    """The multiprocessing context for create's workers: a forkserver with ``preload``
-    imported once (POSIX), or ``spawn`` (Windows: every worker imports what it needs)."""
+    """The multiprocessing context for create's workers (POSIX): a forkserver with ``preload``
+    imported once. None on Windows, whose workers are threads (``worker_pool``)."""
+    if WINDOWS:
+        return None
     import multiprocessing
 
-    if WINDOWS:
-        return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(preload))
     from multiprocessing import resource_tracker
 
     resource_tracker.ensure_running()  # it would unblock SIGINT and SIGTERM later
     return context
+
+
+def worker_pool(
+    count: int, context: Any, initializer: Callable[..., None], initargs: tuple[Any, ...]
+) -> Executor:
+    """Worker processes from ``context`` (POSIX); threads on Windows, where the only start
+    method, spawn, starts a fresh interpreter per worker that imports envfactory again, and
+    ProcessPoolExecutor's result wait never returned under wine 8 (multiprocessing.Pool's did).
+    Extraction releases the GIL in zlib/bz2/zstd; cache locks are per handle there, so two
+    threads exclude each other like two processes."""
+    if WINDOWS:
+        from concurrent.futures import ThreadPoolExecutor
+
+        return ThreadPoolExecutor(count, thread_name_prefix="envfactory-cache")
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(
+        count, mp_context=context, initializer=initializer, initargs=initargs
+    )
 
 
 def wait_for_exit(pid: int) -> None:

@@ -42,7 +42,6 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal, NamedTuple, Protocol
-from urllib.parse import unquote, urlparse
 
 from envfactory import host
 from envfactory.errors import ToolError, UserInputError
@@ -557,12 +556,13 @@ class Staging:
     def release_marker(self) -> None:
         """Remove the marker (before the directory becomes something permanent)."""
         if self._handle is not None:
-            with contextlib.suppress(FileNotFoundError):
-                (self.path / MARKER).unlink()
-            self._handle.close()
+            host.unlink_open(self.path / MARKER, self._handle)
             self._handle = None
 
     def remove(self) -> None:
+        if self._handle is not None and host.WINDOWS:  # an open file cannot be removed there
+            self._handle.close()
+            self._handle = None
         shutil.rmtree(self.path, ignore_errors=True)
         if self._handle is not None:
             self._handle.close()
@@ -724,7 +724,7 @@ def archive_matches(pkg: Wanted, path: Path) -> bool:
 
 
 def local_path(url: str) -> Path | None:
-    return Path(unquote(urlparse(url).path)) if url.startswith("file://") else None
+    return host.file_url_path(url)
 
 
 def workers() -> int:
@@ -1036,21 +1036,18 @@ class PackageCache:
         """Populate the entries of ``packages[i]`` for each index in worker processes (each
         under the entry's exclusive lock, taken in the worker); ``landed(i, outcome)`` runs
         here as each one finishes."""
-        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+        from concurrent.futures import FIRST_COMPLETED, Executor, wait
 
         # Only these are preloaded: the default would import __main__ (the CLI) again; the
         # second quiets the traceback of a worker forked for a create killed meanwhile.
         context = host.pool_context(["envfactory.build.pkgcache", "envfactory.build.orphaned"])
-        pool: ProcessPoolExecutor | None = None
+        pool: Executor | None = None
         try:
             # all of the pool's workers start, or none do; a signal that came meanwhile is
             # raised as the block ends, where the pool is shut down below like any failure
             with interrupts_deferred():
-                pool = ProcessPoolExecutor(
-                    min(workers(), len(indices)),
-                    mp_context=context,
-                    initializer=_worker_init,
-                    initargs=(os.getpid(),),
+                pool = host.worker_pool(
+                    min(workers(), len(indices)), context, _worker_init, (os.getpid(),)
                 )
                 with _main_not_reimported():
                     pending = {
