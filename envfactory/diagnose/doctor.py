@@ -28,6 +28,7 @@ from envfactory.diagnose.explain import explain
 from envfactory.diagnose.nvml import MachineGpus
 from envfactory.diagnose.probes import (
     Copy,
+    FsView,
     LibraryLocation,
     LibraryVersion,
     MachineProbes,
@@ -138,22 +139,30 @@ class WindowsLoads:
         }
 
 
-def _python_of(combo: Combo, packages: PrefixPackages | None) -> tuple[tuple[int, int], bool]:
-    """The environment's Python (its conda record, else a pip-side venv's is unknown: the
-    combo's default) and whether it is conda's build."""
+def _python_of(
+    combo: Combo, packages: PrefixPackages | None, prefix: str | None, fs: FsView
+) -> tuple[tuple[int, int], bool]:
+    """The environment's Python and whether it is conda's build (which adds its prefix's DLL
+    folders at start-up): its conda record; else the ``python3XY.dll`` beside python.exe (a
+    Python that is not conda's); else, with no environment, the combo's default (conda's)."""
     if packages is not None and packages.conda.get("python"):
         found = _tuple(packages.conda["python"])
         if len(found) >= 2:
             return (found[0], found[1]), True
+    if prefix is not None:
+        for name in sorted(fs.files(prefix)):
+            m = re.fullmatch(r"python3(\d+)\.dll", name, re.IGNORECASE)
+            if m:
+                return (3, int(m[1])), False
     default = _tuple(combo.python_default)
-    return (default[0], default[1]), True
+    return (default[0], default[1]), prefix is None
 
 
 def _windows_loads(
     combo: Combo, probes: MachineProbes, prefix: str | None, packages: PrefixPackages | None
 ) -> WindowsLoads:
     environ = probes.environ()
-    python, conda = _python_of(combo, packages)
+    python, conda = _python_of(combo, packages, prefix, probes.fs())
     process = WindowsProcess(python, conda, prefix, probes.cwd(), environ, probes.known_dlls())
     names = [n.file for n in library_names(combo, "windows")] + list(VC_RUNTIME)
     dlls = locate_all(names, combo.tensorflow.value, process, probes.fs())
