@@ -123,3 +123,24 @@ def test_audit_of_envfactorys_own_win64_lock_has_no_false_cuda_mismatch(
     (tmp_path / "env.yml").write_text(text, encoding="utf-8")
     [wrong] = audit_path(load_catalog(), tmp_path / "env.yml")
     assert "cuda-mismatch" in {f.id for f in wrong.findings}
+
+
+def test_recommend_and_audit_say_tf211_has_no_native_windows_gpu_build(tmp_path: Path) -> None:
+    from envfactory.diagnose.recommend import TfFilter, recommend
+
+    catalog = load_catalog()
+    gpu = [GpuSpec(parse_capability("8.6"))]
+    win = recommend(catalog, gpu, "win-64", None, TfFilter(2, 15))
+    assert win.candidates == () and "WSL2" in win.notes[0]
+    assert recommend(catalog, gpu, "linux-64", None, TfFilter(2, 15)).notes == ()
+    old = recommend(catalog, gpu, "win-64", None, TfFilter(2, 10))
+    assert old.notes == () and old.candidates
+    text = (
+        "@EXPLICIT\n"
+        "https://repo.anaconda.com/pkgs/main/win-64/python-3.10.13-h966fe2a_0.conda\n"
+        "https://repo.anaconda.com/pkgs/main/win-64/tensorflow-2.12.0-mkl_py310hd99672f_0.conda\n"
+    )
+    (tmp_path / "explicit.txt").write_text(text, encoding="utf-8")
+    [report] = audit_path(catalog, tmp_path / "explicit.txt")
+    assert report.inventory.platform == "win-64"
+    assert "no-windows-gpu-build" in {f.id for f in report.findings}

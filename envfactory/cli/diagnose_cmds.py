@@ -245,6 +245,8 @@ def recommend(
         out.print(
             f"combos that run on {gpus}, {plat}" + (f", driver {driver_v}" if driver_v else "")
         )
+        for note in result.notes:
+            out.print(f"note: {note}")
         if not result.candidates:
             out.print("  none")
         for c in result.candidates:
