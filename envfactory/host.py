@@ -119,6 +119,15 @@ def _windows_flock(fd: int, operation: int) -> None:
     _held[fd] = operation & (LOCK_SH | LOCK_EX)
 
 
+def owned_privately(st: os.stat_result) -> bool:
+    """A file this user owns that nobody else may write (group/other write bits off). Windows
+    has neither ``os.getuid`` nor meaningful mode bits (files there are 0o666 or 0o444): its
+    ACLs decide, so the files under the user's own profile count as theirs."""
+    if WINDOWS:
+        return True
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
 def unlink_open(path: Path, handle: IO[bytes]) -> None:
     """Remove a file this process holds open (a lock marker) and close it. POSIX: unlinked
     while its lock is held, so no other process sees it unlocked. Windows cannot delete a file

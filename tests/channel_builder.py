@@ -481,6 +481,23 @@ def conda_forge_win_packages() -> list[StubPackage]:
 # A folder of small wheels with real names, versions, file names and requirements.
 
 ZIP_TIME = (2019, 7, 1, 0, 0, 0)
+# The console scripts of the real wheels, as their entry_points.txt lists them (read from the
+# files on PyPI with HTTP range requests, 2026-12-03): tensorflow_gpu-1.14.0-cp37-cp37m-
+# manylinux1_x86_64.whl and tensorboard-1.14.0-py3-none-any.whl. Both declare ``tensorboard``
+# (TF's setup.py keeps it so pip does not remove the command: tensorflow/tensorflow
+# tensorflow/tools/pip_package/setup.py, CONSOLE_SCRIPTS).
+ENTRY_POINTS = {
+    ("tensorflow-gpu", "1.14.0"): (
+        "freeze_graph = tensorflow.python.tools.freeze_graph:run_main",
+        "saved_model_cli = tensorflow.python.tools.saved_model_cli:main",
+        "tensorboard = tensorboard.main:run_main",
+        "tf_upgrade_v2 = tensorflow.tools.compatibility.tf_upgrade_v2_main:main",
+        "tflite_convert = tensorflow.lite.python.tflite_convert:main",
+        "toco = tensorflow.lite.python.tflite_convert:main",
+        "toco_from_protos = tensorflow.lite.toco.python.toco_from_protos:main",
+    ),
+    ("tensorboard", "1.14.0"): ("tensorboard = tensorboard.main:run_main",),
+}
 
 
 def write_wheel(
@@ -509,6 +526,11 @@ def write_wheel(
             f"Wheel-Version: 1.0\nGenerator: envfactory-tests\nRoot-Is-Purelib: true\nTag: {tag}\n"
         ),
     }
+    scripts = ENTRY_POINTS.get((name.lower().replace("_", "-"), version))
+    if scripts:
+        files[f"{info}/entry_points.txt"] = "[console_scripts]\n" + "".join(
+            f"{line}\n" for line in scripts
+        )
     record = []
     for path, text in files.items():
         digest = (

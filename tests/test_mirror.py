@@ -5,6 +5,7 @@ file never taken for a whole one; and create from the mirror alone, verified ide
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -223,10 +224,12 @@ def test_mirror_over_http_then_create_with_no_other_channel(
     assert verified.returncode == 0, verified.stdout
     assert "is identical to" in verified.stdout
 
-    # Without the channel map the lock's own URLs are gone: create fails, nothing is left.
+    # Without the channel map the lock's own URLs are gone: with an empty package cache (the
+    # session's holds every file now, conda and pip), create fails, nothing is left.
+    empty = {**os.environ, "ENVFACTORY_PKGS_DIRS": str(tmp_path / "empty-cache")}
     gone = subprocess.run(
         [ENVFACTORY, "create", "tf114-cuda100", "-p", str(tmp_path / "env2")],
-        cwd=project, capture_output=True, text=True, timeout=300,
+        cwd=project, capture_output=True, text=True, timeout=300, env=empty,
     )  # fmt: skip
     assert gone.returncode == 2, gone.stderr
     assert not (tmp_path / "env2").exists()
@@ -303,7 +306,7 @@ def test_file_names_from_the_lock_are_plain(subdir: str, filename: str) -> None:
         manager="pip", name="a", version="1", platform="linux-64",
         url="https://example.org/../../a.sh", sha256="0" * 64,
     )  # fmt: skip
-    with pytest.raises(UserInputError, match="not a wheel file name"):
+    with pytest.raises(UserInputError, match="not a wheel or sdist file name"):
         relative_path(wheel)
 
 

@@ -1,5 +1,6 @@
-"""Sdist-only requirements (network): locked with their sha256, a pure-Python one built at
-create time into a wheel and installed, a compiled one refused before anything is installed."""
+"""Sdist-only requirements (network): locked with their sha256, a vetted pure-Python one built
+at create time into a wheel and installed, a compiled one refused before anything is
+installed (even when --allow-build names it)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from envfactory.build import pipside
 from envfactory.build.checks import LockedPackage
-from envfactory.build.pypi import PipTarget, install_wheels, is_sdist, lock_target, site_packages
+from envfactory.build.pypi import PipTarget, is_sdist, lock_target
 from envfactory.errors import ToolError
 
 
@@ -24,8 +26,10 @@ def test_pure_python_sdist_is_locked_by_hash_and_built_at_create(tmp_path: Path)
     assert termcolor.filename == "termcolor-1.1.0.tar.gz"
     assert len(termcolor.sha256 or "") == 64
     prefix = tmp_path / "env"
-    install_wheels([termcolor], prefix, "linux-64", "3.11", "2.17")
-    site = site_packages(prefix, "linux-64", "3.11")
+    prepared = pipside.prepare([termcolor], tmp_path / "cache", platform="linux-64")
+    assert prepared.built == ("termcolor 1.1.0",)  # vetted: no --allow-build
+    pipside.install(prepared, prefix, prefix, "linux-64", "3.11", {})
+    site = prefix / "lib/python3.11/site-packages"
     assert (site / "termcolor.py").is_file()
     assert list(site.glob("termcolor-1.1.0.dist-info"))
 
@@ -37,11 +41,11 @@ def test_compiled_sdist_is_refused_before_anything_is_installed(tmp_path: Path) 
     assert all(is_sdist(p) for p in locked)
     prefix = tmp_path / "env"
     with pytest.raises(ToolError) as info:
-        install_wheels(locked, prefix, "linux-64", "3.11", "2.17")
+        pipside.prepare(locked, tmp_path / "cache", platform="linux-64", allow_build=["wrapt"])
     assert "wrapt 1.12.1" in info.value.message
     assert "_wrappers.c" in info.value.message
     assert "termcolor" not in info.value.message  # the pure-Python one is not refused
-    assert "--wheel-dir" in (info.value.hint or "")
+    assert "--pip-index" in (info.value.hint or "")
     assert not prefix.exists()
 
 
@@ -57,5 +61,5 @@ def test_a_changed_sdist_is_refused(tmp_path: Path) -> None:
         sha256="0" * 64,
     )
     with pytest.raises(ToolError) as info:
-        install_wheels([pkg], tmp_path / "env", "linux-64", "3.11", "2.17")
-    assert "differs from the lock's" in info.value.message
+        pipside.prepare([pkg], tmp_path / "cache", platform="linux-64", allow_build=["pkg"])
+    assert "the lock says 0000" in info.value.message

@@ -10,7 +10,9 @@
 3. check the packages together (no file under another package's symlink), link them with
    py-rattler from the cache into a staging directory next to the prefix (the final prefix
    patched into the files), and check every installed file against ``paths.json``; then the
-   pip wheels (pip ``--require-hashes``);
+   pip files, fetched into the same cache and checked before anything was linked
+   (``pipside``: sha256, each wheel's METADATA, vetted sdists built offline), installed as pip
+   would install them into the environment's own interpreter (``wheelinstall``);
 4. install the combo's activation scripts, and a project environment's variables into
    ``conda-meta/state`` (where conda and micromamba read ``env config vars``);
 5. move the staging directory into place; a replaced environment is swapped out in one
@@ -26,7 +28,9 @@ Files and directories get the modes the umask gives (0644/0755 under umask 022),
 
 An air-gapped machine creates from a mirror (``envfactory mirror``): ``channel_map`` points the
 lock's channels elsewhere (the lock records which URL each channel name had) and ``wheel_dir``
-holds the locked wheels by file name. The hashes checked are always the lock's.
+is a local pip index (a folder of the locked files, or the mirror's PEP 503 index; found through
+the mirror's marker when a channel is mapped to a mirror). The hashes checked are always the
+lock's.
 """
 
 from __future__ import annotations
@@ -79,6 +83,9 @@ class CreateResult(NamedTuple):
     activation_note: str | None
     replaced: Path | None = None  # the environment --force replaced
     from_cache: int = 0  # conda packages that were in the package cache already
+    pip_downloaded: int = 0  # bytes of pip files downloaded (0 when all were cached)
+    pip_cached: int = 0  # pip files that were in the package cache already
+    built: tuple[str, ...] = ()  # sdists built into wheels
 
 
 def verify_file(pkg: LockedPackage, path: Path) -> None:
@@ -103,7 +110,8 @@ def relocate(
 ) -> list[LockedPackage]:
     """The packages with their URLs pointed at a mirror: a conda URL under the URL a channel
     had at lock time moves under the URL ``channel_map`` gives that channel name now; a wheel
-    is taken from ``wheels`` by file name. Names, versions and hashes stay the lock's."""
+    is taken from the local index ``wheels`` (``pipside.locate``). Names, versions and hashes
+    stay the lock's."""
     out = []
     for pkg in packages:
         url = pkg.url
@@ -114,20 +122,16 @@ def relocate(
                     url = new.rstrip("/") + url[len(old.rstrip("/")) :]
                     break
         elif pkg.manager == "pip" and wheels is not None:
-            local = wheels / pkg.filename
-            if "/" in pkg.filename or not local.is_file():
-                raise UserInputError(
-                    f"{pkg.describe()}: {pkg.filename} is not in {wheels}",
-                    "pass the wheels/ folder that 'envfactory mirror' wrote for this lock",
-                )
-            url = local.resolve().as_uri()
+            from envfactory.build.pipside import locate
+
+            url = locate(wheels, pkg).resolve().as_uri()
         out.append(pkg._replace(url=url) if url != pkg.url else pkg)
     return out
 
 
 def check_pip_packages(wheels: Sequence[LockedPackage]) -> None:
-    """Each wheel becomes one line of pip's requirements file: its name, URL and sha256 must
-    not carry anything else (a newline would add an option such as ``--find-links``)."""
+    """Each pip file's name, URL and sha256 as a lock may hold them: a package name, one
+    http(s)/file URL without spaces or control characters, a sha256."""
     for pkg in wheels:
         if not PIP_NAME.fullmatch(pkg.name):
             raise UserInputError(
@@ -143,7 +147,7 @@ def check_pip_packages(wheels: Sequence[LockedPackage]) -> None:
         if not pkg.sha256 or not SHA256.fullmatch(pkg.sha256):
             raise UserInputError(
                 f"{pkg.describe()}: the lock has no valid sha256 for it",
-                "every wheel needs one (pip --require-hashes); re-lock it",
+                "every pip file is checked against it; re-lock it",
             )
 
 
@@ -250,6 +254,7 @@ def create_environment(
     channel_map: ChannelMap | None = None,
     wheel_dir: Path | None = None,
     cache_progress: CacheProgress | None = None,
+    allow_build: Sequence[str] = (),
 ) -> CreateResult:
     from envfactory.build import rattler_adapter
     from envfactory.build.lockfile import read_lock
@@ -265,6 +270,12 @@ def create_environment(
             f"lock for this platform: envfactory lock COMBO --platform {target_platform}",
         )
     meta = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(lock_path))
+    has_pip = any(p.platform == target_platform and p.manager == "pip" for p in lock.packages)
+    if wheel_dir is None and channel_map is not None and has_pip:
+        # mirror imports the pip side's readers (packaging): only when the lock has wheels
+        from envfactory.build.mirror import pip_index_of
+
+        wheel_dir = pip_index_of(channel_map)
     packages = relocate(
         [p for p in lock.packages if p.platform == target_platform],
         dict(meta.channels),
@@ -276,17 +287,23 @@ def create_environment(
     locked = [p for p in lock.packages if p.platform == target_platform and p.manager == "conda"]
     wheels = [p for p in packages if p.manager == "pip"]
     check_pip_packages(wheels)
-    if wheels:
-        from envfactory.build import pypi  # it imports packaging: only when there are wheels
-
-        if any(pypi.is_sdist(p) for p in wheels):
-            import tempfile
-
-            # a compiled sdist is refused before anything is installed (docs/closures.md)
-            with tempfile.TemporaryDirectory(prefix="envfactory-sdists-") as tmp:
-                pypi.check_sdists(wheels, Path(tmp))
     prefix = prefix.expanduser().absolute()
     replacing = check_target(prefix, force)
+    pip_files = None
+    if wheels:
+        from envfactory.build import pipside  # it imports packaging: only when there are wheels
+
+        # fetched, hash-checked, sdists vetted and built, metadata checked: before anything
+        # is installed
+        say(f"{len(wheels)} pip files: checking them into the cache {cache.root}")
+        pip_files = pipside.prepare(
+            wheels,
+            cache.root,
+            platform=target_platform,
+            allow_build=allow_build,
+            say=say,
+            index=wheel_dir,
+        )
     if replacing is not None:
         records = len(list((prefix / "conda-meta").glob("*.json")))
         say(
@@ -294,7 +311,6 @@ def create_environment(
             "removed once the new one is in place"
         )
     python = meta.python or _python_of(conda)
-    glibc = meta.virtual_packages.get(target_platform, {}).get("__glibc")
     umask = _umask()
 
     staging_prefix = f".{prefix.name}.envfactory-"
@@ -324,9 +340,17 @@ def create_environment(
                     meanwhile=_import_the_rest if meta.activation or meta.combo else None,
                 )
                 check_installed(staging.path, linked)
-            if wheels:
-                say(f"installing {len(wheels)} pip wheels (hashes checked by pip --require-hashes)")
-                pypi.install_wheels(wheels, staging.path, target_platform, python, glibc)
+            if pip_files is not None:
+                say(f"installing {len(wheels)} pip packages")
+                requirements = meta.inputs.get(target_platform, {}).get("pip") or []
+                pipside.install(
+                    pip_files,
+                    staging.path,
+                    prefix,
+                    target_platform,
+                    python,
+                    pipside.requested([str(r) for r in requirements]),
+                )
             activation, note = _activation(meta, str(lock_path), staging.path, target_platform)
             if meta.variables:
                 _write_state(staging.path, dict(meta.variables))
@@ -347,7 +371,17 @@ def create_environment(
     say(f"created {prefix}")
     moved = tuple(prefix / p.relative_to(staging.path) for p in activation)
     return CreateResult(
-        prefix, target_platform, len(conda), len(wheels), moved, note, replacing, hits
+        prefix,
+        target_platform,
+        len(conda),
+        len(wheels),
+        moved,
+        note,
+        replacing,
+        hits,
+        pip_files.downloaded if pip_files else 0,
+        pip_files.cached if pip_files else 0,
+        pip_files.built if pip_files else (),
     )
 
 

@@ -2,8 +2,12 @@
 air-gapped machine can ``envfactory create ENV --channel-map NAME=file://DIR``.
 
 Layout of DIR: ``<subdir>/<file>`` for conda packages with a ``repodata.json`` per subdir
-(``rattler.index.index_fs``, through ``rattler_adapter``), and ``wheels/<file>`` for the pip
-wheels (``create --pip-index DIR/wheels``).
+(``rattler.index.index_fs``, through ``rattler_adapter``); ``pypi/files/<file>`` for the pip
+side (wheels and sdists, and the pinned build backend when there are sdists: ``sdistbuild``)
+under a PEP 503 simple index ``pypi/simple/<project>/index.html`` whose links carry each file's
+``#sha256=``; and ``envfactory-mirror.json``, the marker through which ``create
+--channel-map NAME=file://DIR`` finds that index by itself (``--pip-index DIR/pypi/simple``
+says the same explicitly).
 
 Every file is written to ``<file>.part`` first and renamed only after its hash equals the
 lock's sha256 (md5 when the lock has no sha256): a file under its final name is always whole.
@@ -28,10 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from envfactory.build.channels import ChannelMap
 from envfactory.build.checks import LockedPackage
 from envfactory.build.create import verify_file
 from envfactory.build.lockmeta import LockMetadata
 from envfactory.build.pkgcache import PackageCache, local_path
+from envfactory.build.pypi import is_sdist
 from envfactory.catalog.model import Platform
 from envfactory.errors import ToolError, UserInputError
 from envfactory.progress import Progress
@@ -40,7 +46,9 @@ if TYPE_CHECKING:
     import requests
 
 Outcome = Literal["kept", "downloaded", "resumed", "copied", "cached"]
-WHEELS_DIR = "wheels"
+PIP_FILES = "pypi/files"
+PIP_SIMPLE = "pypi/simple"
+MARKER = "envfactory-mirror.json"
 CHUNK = 1 << 16  # what an interrupted download loses at most
 TIMEOUT_S = 60
 
@@ -58,7 +66,7 @@ class MirrorResult:
 
     @property
     def has_wheels(self) -> bool:
-        return any(path.startswith(f"{WHEELS_DIR}/") for path in self.outcomes)
+        return any(path.startswith(f"{PIP_FILES}/") for path in self.outcomes)
 
     def create_command(self, target: str) -> str:
         """The command that builds the environment from this mirror alone."""
@@ -66,11 +74,11 @@ class MirrorResult:
         parts = [f"envfactory create {target}"]
         parts += [f"--channel-map {name}={url}" for name in self.channels]
         if self.has_wheels:
-            parts.append(f"--pip-index {self.directory.resolve() / WHEELS_DIR}")
+            parts.append(f"--pip-index {self.directory.resolve() / PIP_SIMPLE}")
         return " ".join(parts)
 
 
-_WHEEL = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.+!\-]*\.whl\Z")
+_PIP_FILE = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.+!\-]*\.(?:whl|tar\.gz|zip|tar\.bz2|tgz)\Z")
 
 
 def known_subdirs() -> frozenset[str]:
@@ -83,12 +91,12 @@ def relative_path(pkg: LockedPackage) -> str:
     """Where ``pkg`` goes in the mirror; refused unless it is ``<known subdir>/<archive>`` or
     ``wheels/<wheel>`` (the lock's URL must not choose a path outside DIR)."""
     if pkg.manager == "pip":
-        if not _WHEEL.match(pkg.filename):
+        if not _PIP_FILE.match(pkg.filename) or ".." in pkg.filename:
             raise UserInputError(
-                f"{pkg.describe()}: {pkg.filename!r} is not a wheel file name",
+                f"{pkg.describe()}: {pkg.filename!r} is not a wheel or sdist file name",
                 "the lock is damaged or crafted; re-lock it",
             )
-        return f"{WHEELS_DIR}/{pkg.filename}"
+        return f"{PIP_FILES}/{pkg.filename}"
     from envfactory.build.pkgcache import archive_name
 
     subdir = pkg.subdir or pkg.url.rsplit("/", 2)[-2]
@@ -129,6 +137,11 @@ def mirror_lock(
         if pkg.platform in chosen:
             # a noarch package is listed once per platform: one file
             wanted.setdefault(relative_path(pkg), pkg)
+    if any(is_sdist(p) for p in wanted.values()):
+        from envfactory.build.sdistbuild import backend_package
+
+        backend = backend_package(chosen[0])  # what create builds the sdists with, offline
+        wanted.setdefault(relative_path(backend), backend)
     directory.mkdir(parents=True, exist_ok=True)
     cache = cache or PackageCache()
     outcomes: dict[str, Outcome] = {}
@@ -139,10 +152,68 @@ def mirror_lock(
             outcome = fetch_verified(pkg, directory / rel, session, cache)
             outcomes[rel] = outcome
             say(f"[{index}/{len(wanted)}] {rel}: {outcome}")
+    pip_files = [pkg for rel, pkg in wanted.items() if rel.startswith(f"{PIP_FILES}/")]
+    if pip_files:
+        write_simple_index(directory, pip_files)
     say(f"indexing {directory}")
     rattler_adapter.index_channel(directory)
     recorded = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(lock_path))
     return MirrorResult(directory, lock_path, chosen, outcomes, dict(recorded.channels))
+
+
+def write_simple_index(directory: Path, files: Sequence[LockedPackage]) -> None:
+    """A PEP 503 simple index of the mirror's pip files (``pypi/simple``), and the marker that
+    names it. Names and file names were checked (``relative_path``); they are escaped all the
+    same."""
+    import html
+    import json
+    from urllib.parse import quote
+
+    from packaging.utils import canonicalize_name
+
+    from envfactory.fsio import atomic_write
+
+    projects: dict[str, list[LockedPackage]] = {}
+    for pkg in files:
+        projects.setdefault(canonicalize_name(pkg.name), []).append(pkg)
+    simple = directory / PIP_SIMPLE
+    pages = []
+    for name, pkgs in sorted(projects.items()):
+        links = "".join(
+            f'<a href="../../files/{quote(p.filename)}#sha256={p.sha256}">'
+            f"{html.escape(p.filename)}</a><br>\n"
+            for p in sorted(pkgs, key=lambda p: p.filename)
+        )
+        title = f"<h1>{html.escape(name)}</h1>\n"
+        page = f"<!DOCTYPE html>\n<html><body>\n{title}{links}</body></html>\n"
+        (simple / name).mkdir(parents=True, exist_ok=True)
+        atomic_write(simple / name / "index.html", page)
+        pages.append(f'<a href="{quote(name)}/">{html.escape(name)}</a><br>\n')
+    root = f"<!DOCTYPE html>\n<html><body>\n{''.join(pages)}</body></html>\n"
+    atomic_write(simple / "index.html", root)
+    marker = {"pip_index": PIP_SIMPLE, "written_by": "envfactory mirror"}
+    atomic_write(directory / MARKER, json.dumps(marker, indent=1, sort_keys=True) + "\n")
+
+
+def pip_index_of(channel_map: ChannelMap) -> Path | None:
+    """The pip index of a mirror a channel is mapped to (its ``MARKER``), if any."""
+    import json
+
+    for url in channel_map.overrides.values():
+        if "://" in url and not url.startswith("file://"):
+            continue
+        folder = local_path(url) or Path(url)
+        marker = folder / MARKER
+        if not marker.is_file():
+            continue
+        try:
+            doc = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        # the one layout this envfactory writes; nothing else the marker says is followed
+        if isinstance(doc, dict) and doc.get("pip_index") == PIP_SIMPLE:
+            return folder / PIP_SIMPLE
+    return None
 
 
 def fetch_verified(
@@ -159,6 +230,8 @@ def fetch_verified(
         except ToolError:
             dest.unlink()  # not the locked file: fetch it again
     dest.parent.mkdir(parents=True, exist_ok=True)
+    if pkg.manager == "pip" and cache is not None and local_path(pkg.url) is None:
+        return _through_pip_cache(pkg, dest, cache)
     part = dest.with_name(dest.name + ".part")
     cached = cache.cached_archive(pkg) if cache is not None and pkg.manager == "conda" else None
     local = local_path(pkg.url)
@@ -194,6 +267,18 @@ def fetch_verified(
     if cache is not None and pkg.manager == "conda" and outcome in ("downloaded", "resumed"):
         _share(dest, cache)
     return outcome
+
+
+def _through_pip_cache(pkg: LockedPackage, dest: Path, cache: PackageCache) -> Outcome:
+    """A pip file from the package cache, fetched into it first when missing (checked against
+    the lock's sha256 there), then copied to ``dest`` under a ``.part`` name."""
+    from envfactory.build.pipcache import PipCache
+
+    fetched = PipCache(cache.root).fetch(pkg)
+    part = dest.with_name(dest.name + ".part")
+    shutil.copyfile(fetched.path, part)
+    part.replace(dest)
+    return "cached" if fetched.outcome == "cached" else "downloaded"
 
 
 def _share(archive: Path, cache: PackageCache) -> None:

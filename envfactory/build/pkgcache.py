@@ -777,6 +777,8 @@ class PackageCache:
                     staging = sum(1 for _ in child.iterdir())
                 elif child.name == MEMO:
                     locks = sum(1 for _ in child.glob("*.json"))
+                elif child.name.startswith("."):
+                    continue  # the pip side (pipcache) counts its own
                 elif child.is_dir() and not child.is_symlink():
                     packages += 1
                 elif child.name.endswith((".tar.bz2", ".conda")):
@@ -802,7 +804,7 @@ class PackageCache:
         if extracted:
             shutil.rmtree(self.root / MEMO, ignore_errors=True)
         for child in sorted(self.root.iterdir()):
-            if child.name in (STAGING, MEMO):
+            if child.name.startswith("."):  # staging, parsed locks, the pip side (pipcache)
                 continue
             if extracted and child.is_dir() and not child.is_symlink():
                 lock = child.with_name(child.name + ".lock")
@@ -841,9 +843,9 @@ class PackageCache:
     def _session(self) -> Any:
         session = getattr(self._local, "session", None)
         if session is None:
-            import requests
+            from envfactory.build.netconfig import conda_session
 
-            session = requests.Session()
+            session = conda_session()  # .condarc's proxy_servers and ssl_verify
             self._local.session = session
         return session
 

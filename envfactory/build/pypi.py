@@ -14,6 +14,8 @@ would pick is chosen here with ``packaging.tags`` (manylinux floors checked agai
 glibc exactly, which uv's fixed platform list cannot express for e.g. glibc 2.27); a version
 without a fitting wheel is locked as its sdist. ``index`` is PyPI when ``None``, a local folder
 of wheels (``--no-index --find-links``), or an index URL.
+
+Installing locked files is ``pipside`` (create's pip half), not this module.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from envfactory.build.checks import LockedPackage
 from envfactory.catalog.model import Constraint, Platform, os_of
 from envfactory.errors import ToolError
 
-PIP_TIMEOUT_S = 900
 UV_TIMEOUT_S = 900
 PYPI_SIMPLE = "https://pypi.org/simple"
 # conda packages that are not Python distributions, or that pip must never be asked about.
@@ -78,12 +79,6 @@ def target_tags(platform: Platform, python: str, glibc: str | None) -> list[Tag]
     return list(dict.fromkeys(tags))
 
 
-def site_packages(prefix: Path, platform: Platform, python: str) -> Path:
-    if os_of(platform) == "windows":
-        return prefix / "Lib" / "site-packages"
-    return prefix / "lib" / f"python{python}" / "site-packages"
-
-
 def _index_args(index: str | None) -> list[str]:
     if index is None:
         return ["--index-url", PYPI_SIMPLE]
@@ -91,14 +86,6 @@ def _index_args(index: str | None) -> list[str]:
         folder = host.file_url_path(index) or Path(index)
         return ["--no-index", "--find-links", str(folder.resolve())]
     return ["--index-url", index]
-
-
-def _target_args(platform: Platform, python: str, glibc: str | None) -> list[str]:
-    """pip's target options (``install_wheels``)."""
-    args = ["--only-binary=:all:", "--implementation", "cp", "--python-version", python]
-    for tag in platform_tags(platform, glibc):
-        args += ["--platform", tag]
-    return args
 
 
 def conda_constraints(conda_packages: Sequence[LockedPackage]) -> list[str]:
@@ -113,24 +100,6 @@ def conda_constraints(conda_packages: Sequence[LockedPackage]) -> list[str]:
             continue  # conda versions like 1.1.1q are not PEP 440; pip cannot be told about them
         out.append(f"{pkg.name}=={pkg.version}")
     return sorted(out)
-
-
-def _run_pip(args: list[str], what: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "pip", "--isolated", "--disable-pip-version-check", *args]
-    try:
-        proc = subprocess.run(
-            command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired:
-        raise ToolError(f"pip ran longer than {PIP_TIMEOUT_S} s while {what}") from None
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-12:])
-        raise ToolError(
-            f"pip failed while {what}:\n{tail}",
-            "check the pip index (--pip-index) offers wheels for the target platform and "
-            "python, and that the requirement agrees with the conda packages",
-        )
-    return proc
 
 
 @functools.cache
@@ -380,151 +349,3 @@ def compiled_sources(archive: Path) -> list[str]:
     return sorted(
         n for n in names if n.lower().endswith(COMPILED_SUFFIXES) and not any(s in n for s in skip)
     )
-
-
-def fetch_verified(pkg: LockedPackage, folder: Path) -> Path:
-    """Download (or copy) a locked file into ``folder`` and check its sha256 against the lock."""
-    import shutil
-
-    target = folder / pkg.filename
-    if pkg.url.startswith("file://"):
-        shutil.copyfile(host.file_url_path(pkg.url) or Path(pkg.url), target)
-    else:
-        import requests
-
-        try:
-            with requests.get(pkg.url, stream=True, timeout=120) as response:
-                response.raise_for_status()
-                with target.open("wb") as out:
-                    for chunk in response.iter_content(1 << 20):
-                        out.write(chunk)
-        except requests.RequestException as exc:
-            raise ToolError(f"cannot download {pkg.url}: {exc}") from None
-    digest = hashlib.sha256(target.read_bytes()).hexdigest()
-    if digest != pkg.sha256:
-        raise ToolError(
-            f"{pkg.filename}: sha256 {digest} differs from the lock's {pkg.sha256}",
-            "the file changed since the lock was made; lock again, or check the mirror",
-        )
-    return target
-
-
-def check_sdists(packages: Sequence[LockedPackage], folder: Path) -> dict[str, Path]:
-    """Fetch every locked sdist into ``folder`` (hash checked) and refuse, before anything is
-    installed, one that needs a compiler: a pure-Python sdist is built at create time, a
-    compiled one would need the target's toolchain and headers. Returns name -> archive."""
-    out: dict[str, Path] = {}
-    refused: list[str] = []
-    for pkg in packages:
-        if not is_sdist(pkg):
-            continue
-        archive = fetch_verified(pkg, folder)
-        compiled = compiled_sources(archive)
-        if compiled:
-            shown = ", ".join(c.split("/", 1)[-1] for c in compiled[:3])
-            more = f" and {len(compiled) - 3} more" if len(compiled) > 3 else ""
-            refused.append(f"{pkg.name} {pkg.version} ({pkg.filename}: {shown}{more})")
-        out[pkg.name] = archive
-    if refused:
-        raise ToolError(
-            "the lock holds sdists that need a compiler, which create does not run: "
-            + "; ".join(refused),
-            "build a wheel of it for the target yourself and pass the folder with --wheel-dir, "
-            "or lock with a python for which the index has a wheel (see 'envfactory show COMBO')",
-        )
-    return out
-
-
-def _interpreter(prefix: Path, platform: Platform) -> Path | None:
-    """The environment's own Python, when it runs on this machine."""
-    exe = prefix / ("python.exe" if os_of(platform) == "windows" else "bin/python")
-    if not exe.is_file():
-        return None
-    try:
-        probe = subprocess.run(
-            [str(exe), "-c", "import sys; print(sys.version_info[0])"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    except OSError:
-        return None
-    return exe if probe.returncode == 0 and probe.stdout.strip() == "3" else None
-
-
-def build_sdists(
-    archives: Mapping[str, Path], prefix: Path, platform: Platform, python: str, out: Path
-) -> list[Path]:
-    """Build pure-Python sdists into wheels with the environment's own Python (``uv build
-    --wheel``, the build backend fetched into an isolated build environment); where that Python
-    cannot run here (another platform's prefix), with a Python ``python`` uv finds on this
-    machine, else the interpreter running envfactory: a pure-Python wheel is the same either
-    way."""
-    if not archives:
-        return []
-    interpreter = _interpreter(prefix, platform)
-    chosen = str(interpreter) if interpreter else python
-    wheels: list[Path] = []
-    for name, archive in sorted(archives.items()):
-        command = [uv_binary(), "build", "--wheel", "--no-config", "--no-python-downloads"]
-        command += ["--out-dir", str(out)]
-        command += ["--python", chosen, str(archive)]
-        proc = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=UV_TIMEOUT_S,
-            check=False,
-            env=_uv_environment(),
-        )
-        if proc.returncode != 0 and interpreter is None and chosen != sys.executable:
-            command[command.index("--python") + 1] = sys.executable
-            proc = subprocess.run(
-                command,
-                capture_output=True,
-                text=True,
-                timeout=UV_TIMEOUT_S,
-                check=False,
-                env=_uv_environment(),
-            )
-        if proc.returncode != 0:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-12:])
-            raise ToolError(f"building {name} from {archive.name} failed:\n{tail}")
-        built = sorted(out.glob(f"{canonicalize_name(name).replace('-', '_')}-*.whl"))
-        built = built or sorted(out.glob("*.whl"))
-        wheels.append(built[-1])
-    return wheels
-
-
-def install_wheels(
-    packages: Sequence[LockedPackage],
-    prefix: Path,
-    platform: Platform,
-    python: str,
-    glibc: str | None,
-) -> None:
-    """Install exactly the locked files into the prefix's site-packages, for the target platform
-    and Python, without dependencies: wheels with pip ``--require-hashes``; sdists (pure Python
-    only, see ``check_sdists``) hash-checked, built into wheels with the environment's own
-    Python, then installed."""
-    files = [p for p in packages if p.manager == "pip"]
-    if not files:
-        return
-    target = site_packages(prefix, platform, python)
-    wheels = [p for p in files if not is_sdist(p)]
-    with tempfile.TemporaryDirectory(prefix="envfactory-pip-") as tmp:
-        archives = check_sdists(files, Path(tmp))
-        built = build_sdists(archives, prefix, platform, python, Path(tmp) / "built")
-        if wheels:
-            reqs = Path(tmp) / "requirements.txt"
-            lines = [f"{p.name} @ {p.url} --hash=sha256:{p.sha256}" for p in wheels]
-            reqs.write_text("\n".join(lines) + "\n", encoding="utf-8")
-            args = ["install", "--no-deps", "--require-hashes", "--no-compile", "--quiet"]
-            args += ["--target", str(target), "-r", str(reqs), "--no-index"]
-            args += _target_args(platform, python, glibc)
-            _run_pip(args, f"installing {len(wheels)} locked wheels into {prefix}")
-        if built:
-            args = ["install", "--no-deps", "--no-compile", "--quiet", "--no-index"]
-            args += ["--target", str(target), *(str(w) for w in built)]
-            _run_pip(args, f"installing {len(built)} wheels built from locked sdists")

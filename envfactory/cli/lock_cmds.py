@@ -321,8 +321,16 @@ def create(
         None,
         "--pip-index",
         envvar="ENVFACTORY_PIP_INDEX",
-        help="A folder holding the locked wheels by file name (the wheels/ folder of "
-        "'envfactory mirror'), used instead of the wheels' locked URLs.",
+        help="A local pip index to take the locked pip files from instead of their URLs: the "
+        "pypi/simple index 'envfactory mirror' writes (found by itself when --channel-map points "
+        "at the mirror), or a folder holding the files by name. Hashes are still the lock's.",
+    ),
+    allow_build: list[str] = typer.Option(
+        [],
+        "--allow-build",
+        help="Build this package's sdist although envfactory has not vetted it (its setup code "
+        "runs, offline). Repeatable. Vetted sdists (gast 0.2.2, termcolor 1.1.0, clang 5.0) "
+        "need no flag.",
     ),
 ) -> int:
     """Create an environment with exactly the locked packages for this platform.
@@ -367,6 +375,7 @@ def create(
             channel_map=cmap,
             wheel_dir=pip_index,
             cache_progress=bar,
+            allow_build=allow_build,
         )
     finally:
         if bar is not None:
@@ -375,10 +384,15 @@ def create(
     lines = []
     if result.replaced is not None:
         lines.append(f"replaced the conda environment {result.replaced}")
+    cached = f"{result.from_cache} conda packages from the cache"
+    if result.pip:
+        cached += f", {result.pip_cached} pip files; {result.pip_downloaded} bytes downloaded"
     lines.append(
         f"created {result.prefix} ({result.platform}): {result.conda} conda + "
-        f"{result.pip} pip packages ({result.from_cache} conda packages from the cache)"
+        f"{result.pip} pip packages ({cached})"
     )
+    if result.built:
+        lines.append(f"built from sdists: {', '.join(result.built)}")
     lines += [f"activation script {path}" for path in result.activation]
     sys.stdout.write("".join(f"{line}\n" for line in lines))
     sys.stdout.flush()
@@ -463,14 +477,19 @@ cache_app = typer.Typer(
 @cache_app.command("info")
 def cache_info(as_json: bool = typer.Option(False, "--json", help=JSON_HELP)) -> int:
     """Where the package cache is and what it holds."""
+    from envfactory.build.pipcache import PipCache
     from envfactory.build.pkgcache import PackageCache
 
     info = PackageCache().info()
+    pip_files, pip_built, pip_bytes = PipCache(info.root).info()
     view = {
         "root": str(info.root),
         "archive_sources": [str(p) for p in info.archive_sources],
         "packages": info.packages,
         "archives": info.archives,
+        "pip_files": pip_files,
+        "pip_built_wheels": pip_built,
+        "pip_bytes": pip_bytes,
         "staging": info.staging,
         "locks": info.locks,
         "bytes": info.bytes,
@@ -483,6 +502,11 @@ def cache_info(as_json: bool = typer.Option(False, "--json", help=JSON_HELP)) ->
     console.print(
         f"  {info.packages} extracted packages, {info.archives} archives, {info.bytes / 1e6:.1f} MB"
     )
+    if pip_files or pip_built:
+        console.print(
+            f"  {pip_files} pip files (wheels, sdists), {pip_built} wheels built from sdists, "
+            f"{pip_bytes / 1e6:.1f} MB"
+        )
     if info.locks:
         console.print(f"  {info.locks} parsed locks (a warm create skips parsing the YAML again)")
     if info.staging:
@@ -502,14 +526,19 @@ def cache_clean(
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> int:
-    """Empty the package cache. Entries a running create links from are kept; environments
-    already created keep their files (hard links)."""
+    """Empty the package cache, conda packages and pip files. Entries a running create links
+    from are kept; environments already created keep their files (hard links, copies)."""
     from envfactory.build.pkgcache import PackageCache
 
     if archives_only and extracted_only:
         raise UserInputError("give at most one of --archives and --extracted")
+    from envfactory.build.pipcache import PipCache
+
     cache = PackageCache()
     removed, freed = cache.clean(archives=not extracted_only, extracted=not archives_only)
+    if not extracted_only:  # the pip side holds archives only (wheels, sdists)
+        pip_removed, pip_freed = PipCache(cache.root).clean()
+        removed, freed = removed + pip_removed, freed + pip_freed
     if as_json:
         print_json({"root": str(cache.root), "removed": removed, "bytes_freed": freed})
         return EXIT_OK

@@ -1,0 +1,152 @@
+"""The user's network settings, for the HTTP sessions that download locked files: pip's
+configuration for the pip side, conda's ``.condarc`` for the channels. Nothing read here is
+printed or written anywhere (a proxy URL may hold a password).
+
+pip: the configuration files in pip's order (https://pip.pypa.io/en/stable/topics/configuration/:
+global ``/etc/xdg/pip/pip.conf`` and ``/etc/pip.conf``, user ``~/.pip/pip.conf`` and
+``$XDG_CONFIG_HOME/pip/pip.conf``, site ``$VIRTUAL_ENV/pip.conf``, then ``PIP_CONFIG_FILE``),
+sections ``[global]`` then ``[download]``/``[install]``, then ``PIP_<OPTION>`` variables. Used:
+``proxy``, ``cert`` (CA bundle), ``client-cert``, ``trusted-host`` (no certificate check for that
+host). Without ``cert``, ``SSL_CERT_FILE`` (what uv reads) is the CA bundle. requests itself adds
+the ``HTTP(S)_PROXY``/``NO_PROXY`` variables, ``REQUESTS_CA_BUNDLE`` and ``~/.netrc`` logins.
+
+conda: ``proxy_servers`` and ``ssl_verify`` (true, false or a CA bundle path) of the
+``.condarc`` files conda reads by default (https://docs.conda.io/projects/conda/en/latest/
+user-guide/configuration/use-condarc.html: ``/etc/conda/.condarc``, ``~/.condarc``,
+``~/.config/conda/.condarc``, ``$CONDARC``), later files winning.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+_PIP_KEYS = ("proxy", "cert", "client-cert", "trusted-host")
+
+
+def pip_config_files(env: Mapping[str, str]) -> list[Path]:
+    home = Path(env.get("HOME") or Path.home())
+    xdg = env.get("XDG_CONFIG_HOME") or str(home / ".config")
+    files = [Path("/etc/xdg/pip/pip.conf"), Path("/etc/pip.conf")]
+    files += [home / ".pip" / "pip.conf", Path(xdg) / "pip" / "pip.conf"]
+    if env.get("VIRTUAL_ENV"):
+        files.append(Path(env["VIRTUAL_ENV"]) / "pip.conf")
+    if env.get("PIP_CONFIG_FILE"):
+        if env["PIP_CONFIG_FILE"] == os.devnull:
+            return []
+        files.append(Path(env["PIP_CONFIG_FILE"]))
+    return files
+
+
+def pip_settings(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The pip options that matter for downloads, as pip would see them."""
+    env = os.environ if env is None else env
+    out: dict[str, str] = {}
+    for path in pip_config_files(env):
+        parser = configparser.RawConfigParser()
+        try:
+            parser.read(path, encoding="utf-8")
+        except (OSError, configparser.Error):
+            continue
+        for section in ("global", "download", "install"):
+            if parser.has_section(section):
+                for key in _PIP_KEYS:
+                    if parser.has_option(section, key):
+                        out[key] = parser.get(section, key).strip()
+    for key in _PIP_KEYS:
+        value = env.get("PIP_" + key.upper().replace("-", "_"))
+        if value:
+            out[key] = value.strip()
+    return out
+
+
+class _Session:
+    """requests' Session, with certificate checks off for pip's trusted hosts only."""
+
+    def __init__(self, session: Any, trusted: frozenset[str]) -> None:
+        self.session = session
+        self.trusted = trusted
+
+    def get(self, url: str, **kwargs: Any) -> Any:
+        parts = urlsplit(url)
+        if parts.hostname in self.trusted or parts.netloc in self.trusted:
+            kwargs["verify"] = False
+        return self.session.get(url, **kwargs)
+
+    def close(self) -> None:
+        self.session.close()
+
+    def __enter__(self) -> _Session:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def pip_session(env: Mapping[str, str] | None = None) -> _Session:
+    """A session for the pip side's downloads under the user's pip settings."""
+    import requests
+
+    env = os.environ if env is None else env
+    settings = pip_settings(env)
+    session = requests.Session()
+    if settings.get("proxy"):
+        session.proxies.update({"http": settings["proxy"], "https": settings["proxy"]})
+    if settings.get("cert"):
+        session.verify = settings["cert"]
+    elif env.get("SSL_CERT_FILE") and not env.get("REQUESTS_CA_BUNDLE"):
+        session.verify = env["SSL_CERT_FILE"]
+    if settings.get("client-cert"):
+        session.cert = settings["client-cert"]
+    trusted = frozenset(settings.get("trusted-host", "").split())
+    return _Session(session, trusted)
+
+
+def condarc_files(env: Mapping[str, str]) -> list[Path]:
+    home = Path(env.get("HOME") or Path.home())
+    files = [Path("/etc/conda/.condarc"), home / ".config" / "conda" / ".condarc"]
+    files.append(home / ".condarc")
+    if env.get("CONDARC"):
+        files.append(Path(env["CONDARC"]))
+    return files
+
+
+def conda_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``proxy_servers`` and ``ssl_verify`` from the ``.condarc`` files."""
+    import yaml
+
+    env = os.environ if env is None else env
+    out: dict[str, Any] = {}
+    for path in condarc_files(env):
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+        if not isinstance(doc, dict):
+            continue
+        proxies = doc.get("proxy_servers")
+        if isinstance(proxies, dict):
+            out["proxy_servers"] = {str(k): str(v) for k, v in proxies.items()}
+        if isinstance(doc.get("ssl_verify"), (bool, str)):
+            out["ssl_verify"] = doc["ssl_verify"]
+    return out
+
+
+def conda_session(env: Mapping[str, str] | None = None) -> Any:
+    """A requests session for channel downloads under the user's ``.condarc``."""
+    import requests
+
+    session = requests.Session()
+    settings = conda_settings(env)
+    if settings.get("proxy_servers"):
+        session.proxies.update(settings["proxy_servers"])
+    verify = settings.get("ssl_verify")
+    if verify is False or (isinstance(verify, str) and verify.lower() == "false"):
+        session.verify = False
+    elif isinstance(verify, str) and verify.lower() != "true":
+        session.verify = verify
+    return session
