@@ -159,23 +159,49 @@ def pool_context(preload: Sequence[str]) -> Any:
     return context
 
 
-def worker_pool(
-    count: int, context: Any, initializer: Callable[..., None], initargs: tuple[Any, ...]
-) -> Executor:
-    """Worker processes from ``context`` (POSIX); threads on Windows, where the only start
-    method, spawn, starts a fresh interpreter per worker that imports envfactory again, and
-    ProcessPoolExecutor's result wait never returned under wine 8 (multiprocessing.Pool's did).
-    Extraction releases the GIL in zlib/bz2/zstd; cache locks are per handle there, so two
-    threads exclude each other like two processes."""
+Init = tuple[Callable[..., None], tuple[Any, ...]]
+
+
+def worker_pool(count: int, context: Any, process_init: Init, thread_init: Init) -> Executor:
+    """Worker processes from ``context``, each started with ``process_init`` (POSIX); threads
+    started with ``thread_init`` on Windows, where the only start method, spawn, starts a fresh
+    interpreter per worker that imports envfactory again, and ProcessPoolExecutor's result wait
+    never returned under wine 8 (multiprocessing.Pool's did). Extraction releases the GIL in
+    zlib/bz2/zstd; cache locks are per handle there, so two threads exclude each other like two
+    processes."""
     if WINDOWS:
         from concurrent.futures import ThreadPoolExecutor
 
-        return ThreadPoolExecutor(count, thread_name_prefix="envfactory-cache")
+        return ThreadPoolExecutor(
+            count,
+            thread_name_prefix="envfactory-cache",
+            initializer=thread_init[0],
+            initargs=thread_init[1],
+        )
     from concurrent.futures import ProcessPoolExecutor
 
     return ProcessPoolExecutor(
-        count, mp_context=context, initializer=initializer, initargs=initargs
+        count, mp_context=context, initializer=process_init[0], initargs=process_init[1]
     )
+
+
+class _Counter:
+    """``multiprocessing.Value``'s two members, for threads."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def get_lock(self) -> Any:
+        return self._lock
+
+
+def shared_counter(context: Any) -> Any:
+    """A counter workers add to and the parent reads: in shared memory for processes, a plain
+    one for threads (Windows)."""
+    return _Counter() if context is None else context.Value("q", 0)
 
 
 def wait_for_exit(pid: int) -> None:

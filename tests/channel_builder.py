@@ -23,7 +23,7 @@ import tarfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import rattler.index
 
@@ -658,3 +658,34 @@ def add_project_wheels(folder: Path) -> Path:
     file name; no requirements), the captured reports (pip picked six 1.17.0) do not."""
     write_wheel(folder, "six", "1.12.0", "six-1.12.0-py2.py3-none-any.whl", [], None)
     return folder
+
+
+# --------------------------------------------------------------------------------------------
+# examples/offline/channel: the README's offline quick start (scripts/build-example-channel).
+
+EXAMPLE_COMBO = "tf210-cuda112"
+EXAMPLE_PLATFORM: Final = "linux-64"
+
+
+def example_channel_packages(conda_forge: Path, scratch: Path) -> list[StubPackage]:
+    """The stubs of exactly what ``envfactory lock tf210-cuda112 --platform linux-64`` takes
+    from ``conda_forge`` (the test channel of ``conda_forge_packages``): real conda-forge
+    records (``conda_forge_records``: names, versions, builds, depends), tiny payloads."""
+    from envfactory.build.channels import load_channel_map
+    from envfactory.build.lock import LockRequest, lock_combo
+    from envfactory.catalog.loader import load_catalog
+
+    request = LockRequest.for_combo(
+        load_catalog().combo(EXAMPLE_COMBO),
+        platforms=[EXAMPLE_PLATFORM],
+        channel_map=load_channel_map([f"conda-forge={conda_forge}"], environ={}),
+    )
+    result = lock_combo(request, scratch / EXAMPLE_COMBO)
+    locked = {(p.name, p.version, p.build) for p in result.packages[EXAMPLE_PLATFORM]}
+    records = [r for r in conda_forge_records() if (r.name, r.version, r.build) in locked]
+    assert len(records) == len(locked), "a locked package is not a conda-forge record"
+    return [r.stub() for r in records]
+
+
+def build_example_channel(target: Path, conda_forge: Path, scratch: Path) -> Path:
+    return build_channel(target, example_channel_packages(conda_forge, scratch))

@@ -73,6 +73,19 @@ def _package_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
             os.environ[key] = value
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_registering() -> Iterator[None]:
+    """No test adds its environments to the user's ~/.conda/environments.txt (conda's own
+    switch, CONDA_REGISTER_ENVS); the tests of registering set HOME and turn it on."""
+    saved = os.environ.get("CONDA_REGISTER_ENVS")
+    os.environ["CONDA_REGISTER_ENVS"] = "false"
+    yield
+    if saved is None:
+        os.environ.pop("CONDA_REGISTER_ENVS", None)
+    else:
+        os.environ["CONDA_REGISTER_ENVS"] = saved
+
+
 # --- wine: one prefix per session, and a real Windows Python to run in it ---------------------
 
 

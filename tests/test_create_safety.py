@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -412,15 +413,26 @@ def big_lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return crafted_lock(root, pkgs)
 
 
-def timed_create(lock: Path, prefix: Path, cache: Path) -> float:
-    start = time.monotonic()
+def progress_events(lock: Path, prefix: Path, cache: Path) -> list[str]:
+    """The progress lines of a verbose create, up to the one that says it is done: one per
+    phase, one per package as it lands in the cache. Each is a point create passes in order;
+    a part of the line names it for ENVFACTORY_STOP_AT (a package's line by the package, as
+    workers land them in any order; a phase's by its first words)."""
     proc = subprocess.run(
-        [ENVFACTORY, "create", str(lock), "-p", str(prefix), "--platform", "linux-64"],
+        [ENVFACTORY, "create", str(lock), "-p", str(prefix), "--platform", "linux-64", "-v"],
         env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache)},
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    return time.monotonic() - start
+    events = []
+    for line in proc.stderr.splitlines():
+        if line.startswith("  created "):
+            break
+        package = re.match(r"  \[\d+/\d+\] (p\d\d):", line)
+        # a phase by its words before any path or count in brackets (they differ per run)
+        events.append(f"] {package[1]}:" if package else re.split(r"[/(]", line)[0].strip())
+    assert len(events) >= 40, proc.stderr
+    return events
 
 
 def leftovers(parent: Path, cache: Path) -> list[str]:
@@ -436,16 +448,19 @@ def test_interrupted_create_leaves_nothing_and_a_rerun_succeeds(
     big_lock: Path, tmp_path: Path, sig: signal.Signals
 ) -> None:
     """Cuts at random points of a cold and of a warm create. SIGINT goes to the whole process
-    group, as a Ctrl-C in a terminal does: create, its forkserver and the cache's workers."""
-    # how long a cold and a warm create take here, to spread the cuts over them
-    cold = timed_create(big_lock, tmp_path / "probe", tmp_path / "probe-cache")
+    group, as a Ctrl-C in a terminal does: create, its forkserver and the cache's workers.
+
+    The points are events, not times: with ENVFACTORY_STOP_AT create stops itself (SIGSTOP)
+    right after printing the progress line named, the signal is sent to the stopped process,
+    then SIGCONT. So each cut lands where it was meant to, however loaded the machine is."""
+    events = progress_events(big_lock, tmp_path / "probe", tmp_path / "probe-cache")
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep.txt").write_text("keep\n")
     rnd = random.Random(int(sig))
-    points = sorted(rnd.uniform(0.05, 1.1) * cold for _ in range(6))
+    points = [rnd.choice(events) for _ in range(6)]
     cut = 0
-    for n, delay in enumerate(points):
+    for n, event in enumerate(points):
         cache = tmp_path / f"cache{n % 2}"  # cold and then warm caches
         parent = tmp_path / f"run{n}"
         parent.mkdir()
@@ -454,28 +469,32 @@ def test_interrupted_create_leaves_nothing_and_a_rerun_succeeds(
             tmp_path, skip=(parent, cache, tmp_path / "probe", tmp_path / "probe-cache")
         )
         proc = subprocess.Popen(
-            [ENVFACTORY, "create", str(big_lock), "-p", str(prefix), "--platform", "linux-64"],
-            env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache)},
+            [ENVFACTORY, "create", str(big_lock), "-p", str(prefix), "--platform", "linux-64",
+             "-v"],
+            env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache), "ENVFACTORY_STOP_AT": event},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=sig == signal.SIGINT,
         )  # fmt: skip
-        time.sleep(delay)
+        _pid, status = os.waitpid(proc.pid, os.WUNTRACED)  # stopped at the event, not reaped
+        assert os.WIFSTOPPED(status), f"create ended before printing {event!r}"
         if sig == signal.SIGINT:
             os.killpg(proc.pid, sig)
         else:
             proc.send_signal(sig)
+        if sig != signal.SIGKILL:
+            os.kill(proc.pid, signal.SIGCONT)
         _out, err = proc.communicate(timeout=120)
-        assert "Traceback" not in err, f"cut at {delay:.2f} s: {err}"
+        assert "Traceback" not in err, f"cut at {event!r}: {err}"
         after = snapshot(
             tmp_path, skip=(parent, cache, tmp_path / "probe", tmp_path / "probe-cache")
         )
-        assert after == before, f"something outside the target changed (cut at {delay:.2f} s)"
+        assert after == before, f"something outside the target changed (cut at {event!r})"
         finished = proc.returncode == 0
         if sig in (signal.SIGTERM, signal.SIGINT):
             # handled (exit 130 after cleaning up), or before the handler was installed or
             # after it was removed (the default action): nothing left even before a re-run
             assert proc.returncode in (0, 130, -signal.SIGTERM), err
-            assert leftovers(parent, cache) == [], f"cut at {delay:.2f} s, after: {err[-300:]}"
+            assert leftovers(parent, cache) == [], f"cut at {event!r}, after: {err[-300:]}"
         if not finished:
             cut += 1
             # the prefix appears whole or not at all
@@ -488,9 +507,10 @@ def test_interrupted_create_leaves_nothing_and_a_rerun_succeeds(
         )  # fmt: skip
         assert again.returncode == 0, again.stderr
         assert verify_environment(prefix).identical
-        assert leftovers(parent, cache) == [], f"cut at {delay:.2f} s"
+        assert leftovers(parent, cache) == [], f"cut at {event!r}"
         assert json.loads((prefix / "conda-meta" / "envfactory.json").read_text())["platform"]
-    assert cut >= 2, f"only {cut} of {len(points)} signals arrived before create finished"
+    # a handled signal that comes while interrupts are deferred may let create finish first
+    assert cut >= (len(points) if sig == signal.SIGKILL else 2), f"{cut} of {points} cut"
 
 
 PLACEHOLDER = "/opt/anaconda1anaconda2anaconda3"

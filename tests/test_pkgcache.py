@@ -300,8 +300,15 @@ def test_cache_info_and_clean(tmp_path: Path) -> None:
     # an entry some create is linking from (shared lock held) is not removed
     with (cache / "pkg0-1.0-h0_0.lock").open("rb") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_SH)
+        # without a terminal to ask on, clean deletes only with -y (as conda clean asks)
+        unasked = subprocess.run(
+            [ENVFACTORY, "cache", "clean"], stdin=subprocess.DEVNULL,
+            env=env_with_cache(cache), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert unasked.returncode == 1 and "pass -y" in unasked.stderr
+        assert (cache / "pkg1-1.0-h0_0").is_dir()
         cleaned = subprocess.run(
-            [ENVFACTORY, "cache", "clean"],
+            [ENVFACTORY, "cache", "clean", "-y"],
             env=env_with_cache(cache), capture_output=True, text=True, timeout=60,
         )  # fmt: skip
     assert cleaned.returncode == 0, cleaned.stderr

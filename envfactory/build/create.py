@@ -67,7 +67,7 @@ from envfactory.build.pkgcache import (
 )
 from envfactory.catalog.platforms import Platform, host_platform
 from envfactory.errors import ToolError, UserInputError
-from envfactory.progress import Progress
+from envfactory.progress import Progress, Transfer
 from envfactory.untrusted import PIP_NAME, SHA256
 
 MARKER = "envfactory.json"  # conda-meta/envfactory.json: which lock built this prefix
@@ -254,6 +254,7 @@ def create_environment(
     channel_map: ChannelMap | None = None,
     wheel_dir: Path | None = None,
     cache_progress: CacheProgress | None = None,
+    pip_transfer: Transfer | None = None,
     allow_build: Sequence[str] = (),
 ) -> CreateResult:
     from envfactory.build import rattler_adapter
@@ -303,6 +304,7 @@ def create_environment(
             allow_build=allow_build,
             say=say,
             index=wheel_dir,
+            transfer=pip_transfer,
         )
     if replacing is not None:
         records = len(list((prefix / "conda-meta").glob("*.json")))

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -40,7 +40,7 @@ from envfactory.build.pkgcache import PackageCache, local_path
 from envfactory.build.pypi import is_sdist
 from envfactory.catalog.model import Platform
 from envfactory.errors import ToolError, UserInputError
-from envfactory.progress import Progress
+from envfactory.progress import Progress, SilentTransfer, Transfer
 
 if TYPE_CHECKING:
     import requests
@@ -116,6 +116,7 @@ def mirror_lock(
     platforms: Sequence[Platform] = (),
     progress: Progress | None = None,
     cache: PackageCache | None = None,
+    transfer: Transfer | None = None,
 ) -> MirrorResult:
     """Download exactly the packages of ``lock_path`` (all its platforms unless ``platforms``),
     check each against the lock's hash, and index ``directory`` as a channel."""
@@ -147,11 +148,14 @@ def mirror_lock(
     outcomes: dict[str, Outcome] = {}
     import requests  # here, not at import time: requests costs the CLI start-up time
 
+    files = transfer or SilentTransfer()
+    say(f"fetching {len(wanted)} files into {directory}")
+    files.start(len(wanted))
     with requests.Session() as session:
-        for index, (rel, pkg) in enumerate(sorted(wanted.items()), 1):
-            outcome = fetch_verified(pkg, directory / rel, session, cache)
+        for rel, pkg in sorted(wanted.items()):
+            outcome = fetch_verified(pkg, directory / rel, session, cache, files.transferred)
             outcomes[rel] = outcome
-            say(f"[{index}/{len(wanted)}] {rel}: {outcome}")
+            files.fetched(rel, (directory / rel).stat().st_size, outcome)
     pip_files = [pkg for rel, pkg in wanted.items() if rel.startswith(f"{PIP_FILES}/")]
     if pip_files:
         write_simple_index(directory, pip_files)
@@ -221,6 +225,7 @@ def fetch_verified(
     dest: Path,
     session: requests.Session,
     cache: PackageCache | None = None,
+    transferred: Callable[[int], None] | None = None,
 ) -> Outcome:
     """Put the locked file at ``dest``, whole and with the lock's hash, or raise."""
     if dest.is_file():
@@ -231,7 +236,7 @@ def fetch_verified(
             dest.unlink()  # not the locked file: fetch it again
     dest.parent.mkdir(parents=True, exist_ok=True)
     if pkg.manager == "pip" and cache is not None and local_path(pkg.url) is None:
-        return _through_pip_cache(pkg, dest, cache)
+        return _through_pip_cache(pkg, dest, cache, transferred)
     part = dest.with_name(dest.name + ".part")
     cached = cache.cached_archive(pkg) if cache is not None and pkg.manager == "conda" else None
     local = local_path(pkg.url)
@@ -247,7 +252,7 @@ def fetch_verified(
         shutil.copyfile(local, part)
         outcome = "copied"
     else:
-        outcome = _download(pkg.url, part, session)
+        outcome = _download(pkg.url, part, session, transferred)
     try:
         verify_file(pkg, part)
     except ToolError:
@@ -256,7 +261,7 @@ def fetch_verified(
             raise
         # What was there before the resume was not the start of this file: start over once.
         part.unlink()
-        _download(pkg.url, part, session)
+        _download(pkg.url, part, session, transferred)
         try:
             verify_file(pkg, part)
         except ToolError:
@@ -269,12 +274,17 @@ def fetch_verified(
     return outcome
 
 
-def _through_pip_cache(pkg: LockedPackage, dest: Path, cache: PackageCache) -> Outcome:
+def _through_pip_cache(
+    pkg: LockedPackage,
+    dest: Path,
+    cache: PackageCache,
+    transferred: Callable[[int], None] | None = None,
+) -> Outcome:
     """A pip file from the package cache, fetched into it first when missing (checked against
     the lock's sha256 there), then copied to ``dest`` under a ``.part`` name."""
     from envfactory.build.pipcache import PipCache
 
-    fetched = PipCache(cache.root).fetch(pkg)
+    fetched = PipCache(cache.root).fetch(pkg, on_bytes=transferred)
     part = dest.with_name(dest.name + ".part")
     shutil.copyfile(fetched.path, part)
     part.replace(dest)
@@ -294,7 +304,12 @@ def _share(archive: Path, cache: PackageCache) -> None:
             os.link(archive, target)
 
 
-def _download(url: str, part: Path, session: requests.Session) -> Outcome:
+def _download(
+    url: str,
+    part: Path,
+    session: requests.Session,
+    transferred: Callable[[int], None] | None = None,
+) -> Outcome:
     """Fetch ``url`` into ``part``, continuing after the bytes already there when the server
     honours ``Range`` (206); a 200 answer means it did not, so the file is rewritten."""
     import requests
@@ -310,6 +325,8 @@ def _download(url: str, part: Path, session: requests.Session) -> Outcome:
             with part.open("ab" if resumed else "wb") as handle:
                 for chunk in response.iter_content(CHUNK):
                     handle.write(chunk)
+                    if transferred is not None:
+                        transferred(len(chunk))
     except requests.RequestException as exc:
         kept = part.stat().st_size if part.is_file() else 0
         again = (

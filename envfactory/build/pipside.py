@@ -24,6 +24,7 @@ from envfactory.build.checks import LockedPackage
 from envfactory.build.pipcache import PipCache
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
+from envfactory.progress import Transfer
 
 Say = Callable[[str], None]
 
@@ -99,10 +100,12 @@ def prepare(
     allow_build: Collection[str] = (),
     say: Say | None = None,
     index: Path | None = None,
+    transfer: Transfer | None = None,
 ) -> Prepared:
     """Every locked pip file in the cache and checked, sdists built; nothing installed.
     ``index``: the local index the packages were relocated to, which also holds the build
-    backend when there are sdists (a mirror does)."""
+    backend when there are sdists (a mirror does). ``transfer`` is told each file and the
+    bytes downloaded (then ``say`` only the phases)."""
     from envfactory.build import sdistbuild
     from envfactory.build.pypi import is_sdist
     from envfactory.build.wheelinstall import check_metadata
@@ -122,20 +125,24 @@ def prepare(
         if index is not None and cache.lookup(backend) is None:
             backend = backend._replace(url=locate(index, backend).resolve().as_uri())
         wanted.append(backend)
+    if transfer is not None:
+        transfer.start(len(wanted))
     for pkg in wanted:
         if session is None and cache.lookup(pkg) is None and not pkg.url.startswith("file:"):
             from envfactory.build.netconfig import pip_session
 
             session = pip_session()
-        fetched = cache.fetch(pkg, session)
+        fetched = cache.fetch(pkg, session, transfer.transferred if transfer else None)
         files[pkg.sha256 or ""] = fetched.path
         downloaded += fetched.downloaded
         cached += fetched.outcome == "cached"
-        if fetched.outcome == "downloaded":
+        if transfer is not None:
+            transfer.fetched(pkg.filename, fetched.path.stat().st_size, fetched.outcome)
+        elif fetched.outcome == "downloaded":
             tell(f"downloaded {pkg.filename} ({_size(fetched.downloaded)})")
     if session is not None:
         session.close()
-    if downloaded:
+    if downloaded and transfer is None:
         seconds = max(time.monotonic() - started, 1e-3)
         tell(f"pip: {_size(downloaded)} downloaded at {_size(downloaded / seconds)}/s")
     wheels: list[tuple[LockedPackage, Path]] = []

@@ -98,7 +98,9 @@ class Wanted(Protocol):
 
 
 class CacheProgress(Protocol):
-    """Told what the cache does, so the CLI can draw a progress bar (the core never prints)."""
+    """Told what the cache does, so the CLI can draw a progress bar (the core never prints).
+    One that also has ``transferred(nbytes)`` (``envfactory.progress.Transfer``) is told the
+    bytes the workers download, a few times a second."""
 
     def start(self, total: int) -> None:
         """``total`` packages are needed."""
@@ -865,6 +867,9 @@ class PackageCache:
                 with target.open("wb") as handle:
                     for chunk in response.iter_content(CHUNK):
                         handle.write(chunk)
+                        if _DOWNLOADED is not None:
+                            with _DOWNLOADED.get_lock():
+                                _DOWNLOADED.value += len(chunk)
         except requests.RequestException as exc:
             raise OfflineError(
                 f"cannot download {url}: {exc}",
@@ -978,7 +983,7 @@ class PackageCache:
                     else:
                         done[i] = self._cached(packages[i], names[i], found, outcome, report)
 
-                self._fill(missing, packages, landed)
+                self._fill(missing, packages, landed, getattr(report, "transferred", None))
                 missing = sorted(again)
             if missing:
                 pkg = packages[missing[0]]
@@ -1034,29 +1039,43 @@ class PackageCache:
         indices: Sequence[int],
         packages: Sequence[Wanted],
         landed: Callable[[int, Outcome], None],
+        transferred: Callable[[int], None] | None = None,
     ) -> None:
         """Populate the entries of ``packages[i]`` for each index in worker processes (each
         under the entry's exclusive lock, taken in the worker); ``landed(i, outcome)`` runs
-        here as each one finishes."""
+        here as each one finishes, ``transferred(nbytes)`` a few times a second while the
+        workers download."""
         from concurrent.futures import FIRST_COMPLETED, Executor, wait
 
         # Only these are preloaded: the default would import __main__ (the CLI) again; the
         # second quiets the traceback of a worker forked for a create killed meanwhile.
         context = host.pool_context(["envfactory.build.pkgcache", "envfactory.build.orphaned"])
+        downloaded = host.shared_counter(context) if transferred is not None else None
+        reported = 0
         pool: Executor | None = None
         try:
             # all of the pool's workers start, or none do; a signal that came meanwhile is
             # raised as the block ends, where the pool is shut down below like any failure
             with interrupts_deferred():
                 pool = host.worker_pool(
-                    min(workers(), len(indices)), context, _worker_init, (os.getpid(),)
+                    min(workers(), len(indices)),
+                    context,
+                    (_worker_init, (os.getpid(), downloaded)),
+                    (_count_downloads, (downloaded,)),
                 )
                 with _main_not_reimported():
                     pending = {
                         pool.submit(_fill_one, self.location, packages[i]): i for i in indices
                     }
             while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                # with a listener, wake up 4 times a second to tell it the bytes downloaded
+                tick = 0.25 if downloaded is not None else None
+                finished, _ = wait(pending, timeout=tick, return_when=FIRST_COMPLETED)
+                if transferred is not None and downloaded is not None:
+                    now = downloaded.value
+                    if now > reported:
+                        transferred(now - reported)
+                        reported = now
                 for future in finished:
                     i = pending.pop(future)
                     error = future.exception()
@@ -1090,7 +1109,19 @@ def _main_not_reimported() -> Iterator[None]:
         main.__file__ = path
 
 
-def _worker_init(parent: int) -> None:
+# In a worker: the shared count of bytes downloaded, which the create's process reads for its
+# progress bar (a multiprocessing Value, handed over as the worker starts).
+_DOWNLOADED: Any = None
+
+
+def _count_downloads(downloaded: Any) -> None:
+    """Where ``_download`` adds the bytes it wrote (a counter the parent reads)."""
+    global _DOWNLOADED
+    _DOWNLOADED = downloaded
+
+
+def _worker_init(parent: int, downloaded: Any = None) -> None:
+    _count_downloads(downloaded)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles it and waits for us
     # started with them blocked (interrupts_deferred): SIGTERM and SIGHUP end a worker again
     host.unblock_interrupts()

@@ -145,6 +145,13 @@ def _pip_records(prefix: Path) -> list[Installed]:
 
 
 def _lock_of(prefix: Path, lock: Path | None) -> tuple[Path, Platform | None]:
+    if not prefix.is_dir():
+        raise UserInputError(
+            f"{prefix} is missing (no such directory)"
+            if not prefix.exists()
+            else f"{prefix} is not a directory",
+            "give the prefix of an environment: envfactory verify -p PREFIX (or -n NAME)",
+        )
     marker = prefix / "conda-meta" / MARKER
     recorded: dict[str, str] = {}
     if marker.is_file():  # a damaged marker is an error with a hint (untrusted.parse_marker)

@@ -1,8 +1,9 @@
 """NVIDIA GPUs and their compute capabilities: the table in ``data/gpus.yaml`` and name lookup.
 
-Names are matched tolerantly: ``RTX 3080``, ``GeForce RTX 3080``, ``NVIDIA GeForce RTX 3080`` and
-the ``nvidia-smi`` form ``NVIDIA A100-SXM4-80GB`` all find their row. A ``Ti``/``SUPER`` variant
-missing from the table resolves to its base model of the same generation, and says so.
+Names are matched tolerantly: ``RTX 3080``, ``rtx3080``, ``GeForce RTX 3080``, ``NVIDIA GeForce
+RTX 3080`` and the ``nvidia-smi`` form ``NVIDIA A100-SXM4-80GB`` all find their row. A
+``Ti``/``SUPER`` variant missing from the table resolves to its base model of the same
+generation, and says so.
 """
 
 from __future__ import annotations
@@ -79,7 +80,10 @@ _VARIANT = frozenset({"ti", "super"})
 
 
 def _tokens(name: str) -> tuple[str, ...]:
-    return tuple(t for t in re.findall(r"[a-z0-9]+", name.lower()) if not _NOISE.match(t))
+    """The words that tell models apart, each split where letters meet digits: users type
+    ``rtx3080``, ``RTX3080Ti`` and ``RTX 3080 Ti`` for the same card."""
+    words = (t for t in re.findall(r"[a-z0-9]+", name.lower()) if not _NOISE.match(t))
+    return tuple(part for word in words for part in re.findall(r"[a-z]+|[0-9]+", word))
 
 
 def _find(haystack: tuple[str, ...], needle: tuple[str, ...]) -> int:
@@ -141,6 +145,7 @@ def resolve_gpu(name: str, table: tuple[GpuModel, ...] | None = None) -> GpuMatc
     # (distance, leftover variant words, row): the row's words inside the query, or the query
     # inside the row's words (a short query such as "3080" or "A6000").
     found: list[tuple[int, tuple[str, ...], GpuModel]] = []
+    core = tuple(t for t in query if t not in _VARIANT)
     for row in rows:
         key = _tokens(row.name)
         at = _find(query, key)
@@ -150,6 +155,10 @@ def resolve_gpu(name: str, table: tuple[GpuModel, ...] | None = None) -> GpuMatc
                 found.append((len(rest), rest, row))
         elif _find(key, query) >= 0:
             found.append((len(key) - len(query), (), row))
+        elif core and core != query and _find(key, core) >= 0:
+            # "3080 ti": a short query with a variant the table has no row for
+            variants = tuple(t for t in query if t in _VARIANT)
+            found.append((len(key) - len(core) + len(variants), variants, row))
     if not found:
         hint = "give its compute capability instead, e.g. --cc 8.6 (https://developer.nvidia.com/cuda-gpus)"
         close = nearest(name, [m.name for m in rows])

@@ -18,7 +18,7 @@ from envfactory.catalog.platforms import Platform as Platform
 from envfactory.catalog.platforms import host_platform as host_platform
 from envfactory.catalog.platforms import os_of as os_of
 from envfactory.catalog.platforms import parse_platform as parse_platform
-from envfactory.errors import UserInputError, did_you_mean
+from envfactory.errors import UserInputError
 
 RouteKind = Literal["conda", "conda-cuda+pip", "pip-and-cuda"]
 ROUTES: tuple[RouteKind, ...] = get_args(RouteKind)
@@ -271,7 +271,14 @@ class Catalog:
         try:
             return self.combos[name]
         except KeyError:
-            hint = did_you_mean(name, self.combos, "envfactory list")
+            from envfactory.catalog.views import suggest_combos
+
+            close = suggest_combos(self, name)
+            hint = (
+                f"did you mean {', '.join(close)}? see 'envfactory list'"
+                if close
+                else "see 'envfactory list'"
+            )
             raise UserInputError(f"unknown combo '{name}'", hint) from None
 
     def __iter__(self) -> Iterator[Combo]:

@@ -18,7 +18,13 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from envfactory import __version__
-from envfactory.cli.output import print_error, tolerant_streams
+from envfactory.cli.output import (
+    NORMAL,
+    print_error,
+    print_json_error,
+    set_level,
+    tolerant_streams,
+)
 from envfactory.errors import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -114,14 +120,25 @@ def modules_for(args: Sequence[str]) -> tuple[str, ...]:
 def run(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code; tests call this directly."""
     args = list(sys.argv[1:] if argv is None else argv)
+    # Under --json an error is a JSON object on stdout, as conda prints one (conda/__init__.py,
+    # CondaError.dump_map: "exception_name", "message", "error"); the exit code is the same.
+    as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
+
+    def fail(message: str, hint: str | None, code: int, kind: str) -> int:
+        if as_json:
+            print_json_error(message, hint, code, kind)
+        else:
+            print_error(message, hint)
+        return code
+
+    set_level(NORMAL)  # -q/-v of an earlier run() in the same process do not carry over
     try:
         modules = modules_for(args)
         only = args[0] if len(modules) == 1 else None  # the command it names
         command = typer.main.get_command(build_app(modules, only))
         result = command.main(args=args, prog_name="envfactory", standalone_mode=False)
     except EnvfactoryError as exc:
-        print_error(exc.message, exc.hint)
-        return exc.exit_code
+        return fail(exc.message, exc.hint, exc.exit_code, type(exc).__name__)
     except click_errors.NoArgsIsHelpError as exc:
         # Click's help for a bare group or command; not an error.
         sys.stdout.write((exc.ctx.get_help() if exc.ctx else "") + "\n")
@@ -130,46 +147,47 @@ def run(argv: Sequence[str] | None = None) -> int:
         hint = "see 'envfactory --help'"
         if exc.ctx is not None:
             hint = f"see '{exc.ctx.command_path} --help'"
-        print_error(exc.format_message(), hint)
-        return EXIT_BAD_INPUT
+        return fail(exc.format_message(), hint, EXIT_BAD_INPUT, "UsageError")
     except typer.Exit as exc:
         return int(exc.exit_code)
-    except typer.Abort:
-        print_error("interrupted", None)
-        return 130
-    except KeyboardInterrupt:
-        print_error("interrupted", None)
-        return 130
+    except (typer.Abort, KeyboardInterrupt):
+        return fail("interrupted", None, 130, "KeyboardInterrupt")
     except OSError as exc:  # disk full, read-only, permission: the machine's answer, exit 2
         failure = from_os_error(exc)
-        print_error(failure.message, failure.hint)
-        return failure.exit_code
+        return fail(failure.message, failure.hint, failure.exit_code, type(failure).__name__)
     except UnicodeEncodeError as exc:  # output, not input: the file is fine
-        print_error(
+        return fail(
             f"cannot write {exc.object[exc.start : exc.end]!r} in the {exc.encoding} encoding",
             "run with PYTHONIOENCODING=utf-8 (or 'chcp 65001' in the console)",
+            EXIT_TOOL_FAILURE,
+            "UnicodeEncodeError",
         )
-        return EXIT_TOOL_FAILURE
     except UnicodeError as exc:
-        print_error(f"input is not valid text: {exc}", "save the file (or input) as UTF-8")
-        return EXIT_BAD_INPUT
+        return fail(
+            f"input is not valid text: {exc}",
+            "save the file (or input) as UTF-8",
+            EXIT_BAD_INPUT,
+            "UnicodeError",
+        )
     except (RecursionError, MemoryError) as exc:
-        print_error(
+        return fail(
             f"the input is too large or too deeply nested ({type(exc).__name__})",
             "check the file you passed; envfactory writes nothing this deep",
+            EXIT_TOOL_FAILURE,
+            type(exc).__name__,
         )
-        return EXIT_TOOL_FAILURE
     except Exception as exc:
         # A bug of ours. The user still gets the error/hint pair the issue promises; the
         # traceback is one variable away for the report.
         if os.environ.get("ENVFACTORY_TRACEBACK"):
             raise
-        print_error(
+        return fail(
             f"internal error: {type(exc).__name__}: {exc}",
             "this is a bug in envfactory; run again with ENVFACTORY_TRACEBACK=1 and report "
             "the traceback with the command line",
+            EXIT_TOOL_FAILURE,
+            "InternalError",
         )
-        return EXIT_TOOL_FAILURE
     return int(result) if isinstance(result, int) else EXIT_OK
 
 

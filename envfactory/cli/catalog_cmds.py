@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from envfactory.cli import conventions
 from envfactory.cli.output import columns, print_json, stdout_console
 from envfactory.errors import EXIT_OK
 
@@ -155,13 +156,11 @@ def render(
     combo: str = typer.Argument(
         ..., help="Combo name, e.g. tf114-cuda100 (see 'envfactory list')."
     ),
-    platform: list[str] = typer.Option(
-        [],
-        "--platform",
-        "-p",
-        help="Render only this platform (linux-64, win-64); repeat for several. Default: all the "
-        "combo covers.",
+    platform: list[str] = conventions.platform_option(
+        "Render only this platform (linux-64, win-64); repeat for several. Default: all the "
+        "combo covers. -p still works (deprecated: in conda -p is the prefix)."
     ),
+    old_platform: list[str] = conventions.old_platform_option(),
     python: str | None = typer.Option(
         None, "--python", help="Python X.Y within the combo's range. Default: the combo's default."
     ),
@@ -187,7 +186,7 @@ def render(
     from envfactory.fsio import write_rendered
 
     catalog = load_catalog()
-    selected = [parse_platform(p) for p in platform]
+    selected = [parse_platform(p) for p in conventions.platforms(platform, old_platform)]
     chosen = catalog.combo(combo)
     files = render_combo(chosen, platforms=selected or None, python=python)
     if out == "-":

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from envfactory.cli import conventions
 from envfactory.cli.output import print_json, stdout_console
 from envfactory.errors import EXIT_OK, EXIT_PROBLEMS_FOUND, UserInputError
 
@@ -51,7 +52,7 @@ def compat(
     cc: str | None = typer.Option(None, "--cc", help=CC_HELP),
     driver: str | None = typer.Option(None, "--driver", help=DRIVER_HELP),
     platform: str | None = typer.Option(
-        None, "--platform", help="linux-64 or win-64; defaults to this machine's."
+        None, *conventions.PLATFORM_NAMES, help="linux-64 or win-64; defaults to this machine's."
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> int:
@@ -87,11 +88,14 @@ def compat(
 
 def doctor(
     combo: str | None = typer.Argument(None, help="Combo to check this machine against."),
-    prefix: Path | None = typer.Option(
-        None, "--prefix", help="An environment to test: its own python runs the TensorFlow check."
+    prefix: Path | None = conventions.prefix_option(
+        "An environment to test: its own python runs the TensorFlow check."
+    ),
+    name: str | None = conventions.name_option(
+        "The environment NAME in the envs directories, instead of -p PREFIX."
     ),
     platform: str | None = typer.Option(
-        None, "--platform", help="Defaults to this machine's platform."
+        None, *conventions.PLATFORM_NAMES, help="Defaults to this machine's platform."
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> int:
@@ -108,6 +112,7 @@ def doctor(
     catalog = load_catalog()
     plat = parse_platform(platform) if platform else host_platform()
     chosen = catalog.combo(combo) if combo else None
+    prefix = conventions.existing_environment(prefix, name)
     if prefix is not None and not prefix.is_dir():
         raise UserInputError(f"--prefix {prefix} is not a directory")
     report = doctor_core.diagnose(catalog, chosen, plat, detect(), LiveProbes(os_of(plat)), prefix)
@@ -181,6 +186,13 @@ def explain(
     from envfactory.diagnose.explain import explain_lines, read_lines
 
     if source == "-":
+        if sys.stdin.isatty():  # a bare 'explain' in a terminal would wait without a word
+            end = "Ctrl-Z then Enter" if sys.platform.startswith("win") else "Ctrl-D"
+            sys.stderr.write(
+                f"paste the log here, then press {end} on an empty line to end it "
+                "(or pass a file: envfactory explain FILE)\n"
+            )
+            sys.stderr.flush()
         result = explain_lines(read_lines(sys.stdin.buffer, encoding, "standard input"))
     else:
         try:
@@ -207,14 +219,18 @@ def recommend(
     gpu: str | None = typer.Option(None, "--gpu", help=GPU_HELP),
     cc: str | None = typer.Option(None, "--cc", help=CC_HELP),
     driver: str | None = typer.Option(None, "--driver", help=DRIVER_HELP),
-    platform: str | None = typer.Option(None, "--platform", help="Defaults to this machine's."),
+    platform: str | None = typer.Option(
+        None, *conventions.PLATFORM_NAMES, help="Defaults to this machine's."
+    ),
     tf: str | None = typer.Option(
         None, "--tf", help="Only TF 1, TF 2, or one series such as 2.15."
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> int:
-    """The combos that run on this hardware, best first (native kernels before PTX JIT, newest
-    TensorFlow first), each with why. Without --gpu/--cc it uses the GPUs this machine reports
+    """The combos that run on this hardware, best first, each with why. The order: native
+    kernels before PTX JIT; then fewer unconfirmed catalog facts (pins or GPU code lists not
+    seen in a source, shown as 'N unconfirmed'; see 'envfactory show COMBO'); then newest
+    TensorFlow. Without --gpu/--cc it uses the GPUs this machine reports
     (and their driver, unless --driver is given). Exit 3 when none runs there."""
     from envfactory.catalog.loader import load_catalog
     from envfactory.catalog.model import host_platform, parse_platform
@@ -249,9 +265,10 @@ def recommend(
             out.print(f"note: {note}")
         if not result.candidates:
             out.print("  none")
-        for c in result.candidates:
-            out.print(f"{c.combo.name}: {c.assessment.verdict}")
-            for why in c.assessment.reasons:
+        for c in result.to_json()["combos"]:
+            doubt = f" ({c['unconfirmed']} unconfirmed)" if c["unconfirmed"] else ""
+            out.print(f"{c['combo']}: {c['verdict']}{doubt}")
+            for why in c["why"]:
                 out.print(f"  - {why}")
     return EXIT_OK if result.candidates else EXIT_PROBLEMS_FOUND
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
 
-from envfactory.cli.output import choose, note, print_json, stdout_console
+from envfactory.cli import conventions
+from envfactory.cli.output import choose, detail, note, print_json, stdout_console, warn
 from envfactory.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS_FOUND, UserInputError
 
 if TYPE_CHECKING:  # each command imports what it uses when it runs
@@ -104,14 +105,15 @@ def lock(
         "'envfactory list'). Default: every environment of the project.",
         show_default=False,
     ),
-    project_file: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
-    platform: list[str] = typer.Option(
-        [],
-        "--platform",
-        "-p",
-        help="Lock only this platform (linux-64, win-64); repeat for several. Default: all the "
-        "combo covers. Combos only (a project environment has 'platforms:').",
+    project_file: Path | None = typer.Option(
+        None, "--project", "-f", "--file", help=PROJECT_HELP
     ),
+    platform: list[str] = conventions.platform_option(
+        "Lock only this platform (linux-64, win-64); repeat for several. Default: all the "
+        "combo covers. Combos only (a project environment has 'platforms:'). -p still works "
+        "(deprecated: in conda -p is the prefix)."
+    ),
+    old_platform: list[str] = conventions.old_platform_option(),
     python: str | None = typer.Option(
         None, "--python", help="Python X.Y within the combo's range. Default: the combo's default."
     ),
@@ -156,6 +158,8 @@ def lock(
         "envfactory.yaml for project environments, ./locks for combos.",
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    quiet: bool = conventions.quiet_option(),
+    verbose: int = conventions.verbose_option(),
 ) -> int:
     """Solve a project environment or a combo into locks/NAME/conda-lock.yml and one explicit
     file per platform; with no NAME, every environment of ./envfactory.yaml.
@@ -167,6 +171,8 @@ def lock(
     """
     from envfactory.build.lock import check_lock, lock_combo
 
+    conventions.set_verbosity(quiet, verbose)
+    platform = conventions.platforms(platform, old_platform)
     targets = _lock_targets(
         target, project_file, platform, python, channel_map, solver,
         virtual_package_spec, pip_index, out,
@@ -245,51 +251,21 @@ def lock(
     return EXIT_OK
 
 
-class _CacheBar:
-    """A rich progress bar on stderr for the package cache (downloads and extraction)."""
-
-    def __init__(self) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        from envfactory.cli.output import stderr_console
-
-        self.bar = Progress(
-            TextColumn("  packages"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[last]}"),
-            console=stderr_console(),
-            transient=True,
-        )
-        self.task: Any = None
-
-    def start(self, total: int) -> None:
-        self.task = self.bar.add_task("", total=total, last="")
-        self.bar.start()
-
-    def fetched(self, name: str, nbytes: int, outcome: str) -> None:
-        self.bar.update(self.task, advance=1, last=f"{name} ({outcome}, {nbytes >> 10} KiB)")
-
-    def stop(self) -> None:
-        self.bar.stop()
-
-
 def create(
-    target: str = typer.Argument(
-        ...,
+    target: str | None = typer.Argument(
+        None,
         help="A project environment (uses locks/ENV/ next to envfactory.yaml), a combo (uses "
         "locks/COMBO/conda-lock.yml) or a conda-lock.yml path.",
+        show_default=False,
     ),
-    prefix: Path | None = typer.Option(None, "--prefix", "-p", help="Create the env here."),
-    name: str | None = typer.Option(
-        None, "--name", "-n", help="Create the env under CONDA_ENVS_PATH or ~/.conda/envs."
+    lock_file: Path | None = typer.Option(
+        None, "--file", "-f", help="The conda-lock.yml to create from (instead of NAME)."
+    ),
+    prefix: Path | None = conventions.prefix_option("Create the env here."),
+    name: str | None = conventions.name_option(
+        "Create the env as NAME in the first envs directory, found as conda and micromamba "
+        "find it: CONDA_ENVS_DIRS, envs_dirs of .condarc, $MAMBA_ROOT_PREFIX/envs, "
+        "~/.conda/envs."
     ),
     force: bool = typer.Option(
         False,
@@ -299,7 +275,7 @@ def create(
     ),
     platform: str | None = typer.Option(
         None,
-        "--platform",
+        *conventions.PLATFORM_NAMES,
         help="Lay out the env for this platform (default: this machine's).",
     ),
     locks_dir: Path | None = typer.Option(
@@ -332,6 +308,14 @@ def create(
         "runs, offline). Repeatable. Vetted sdists (gast 0.2.2, termcolor 1.1.0, clang 5.0) "
         "need no flag.",
     ),
+    dry_run: bool = conventions.dry_run_option(
+        "Say what would be created (prefix, platform, packages) and write nothing."
+    ),
+    quiet: bool = conventions.quiet_option(),
+    verbose: int = conventions.verbose_option(),
+    yes: bool = conventions.yes_option(
+        "Accepted for conda's hands; create never asks (an existing env needs --force)."
+    ),
 ) -> int:
     """Create an environment with exactly the locked packages for this platform.
 
@@ -340,16 +324,29 @@ def create(
     entry and file before it enters; they are then hard-linked into the prefix. The env is
     built in a directory next to PREFIX and moved into place, so a failure or an interrupt
     (Ctrl-C, SIGTERM, SIGHUP; kill -9 is cleaned up by the next run) leaves nothing behind.
-    A project environment without -p/-n goes to envs/ENV next to envfactory.yaml.
+    A project environment without -p/-n goes to envs/ENV next to envfactory.yaml. The new
+    env is added to ~/.conda/environments.txt, where 'conda env list' looks (as conda does;
+    CONDA_REGISTER_ENVS=false turns it off).
     """
     from envfactory.build.channels import CONFIG_FILE, load_channel_map
     from envfactory.build.create import create_environment
     from envfactory.catalog.platforms import parse_platform
+    from envfactory.cli.transfer import transfer_display
+    from envfactory.project.envdirs import register
     from envfactory.project.targets import lock_target, named_prefix
 
+    conventions.set_verbosity(quiet, verbose)
     if prefix is not None and name is not None:
         raise UserInputError("give exactly one of -p PREFIX and -n NAME", "e.g. -p ./envs/tf114")
-    chosen_target = lock_target(target, project_file=project_file, locks_dir=locks_dir)
+    if (target is None) == (lock_file is None):
+        raise UserInputError(
+            "give what to create from: a NAME or -f LOCKFILE (one of them)",
+            "e.g. envfactory create tf114-cuda100 -p ./envs/tf114, or -f locks/x/conda-lock.yml",
+        )
+    if lock_file is not None and not lock_file.is_file():
+        raise UserInputError(f"-f {lock_file}: no such file", "pass the path of a conda-lock.yml")
+    source = str(lock_file) if lock_file is not None else str(target)
+    chosen_target = lock_target(source, project_file=project_file, locks_dir=locks_dir)
     project = chosen_target.project
     lock_path = chosen_target.lock
     where = prefix if name is None else named_prefix(name)
@@ -361,10 +358,12 @@ def create(
     chosen: Platform | None = parse_platform(platform) if platform else None
     config = project.directory / CONFIG_FILE if project is not None else None
     cmap = load_channel_map(channel_map, config=config)
+    if dry_run:
+        return _dry_run(lock_path, where, chosen, force)
     note(f"creating {where} from {lock_path}")
-    # The bar is drawn only on a terminal; elsewhere rich would draw nothing, and importing
-    # it costs a warm create ~0.08 s (issue 11).
-    bar = _CacheBar() if sys.stderr.isatty() else None
+    # A bar with bytes and rate on a terminal, lines under -v elsewhere (cli/transfer.py)
+    bar = transfer_display("packages")
+    pip_bar = transfer_display("pip files")
     try:
         result = create_environment(
             lock_path,
@@ -375,11 +374,12 @@ def create(
             channel_map=cmap,
             wheel_dir=pip_index,
             cache_progress=bar,
+            pip_transfer=pip_bar,
             allow_build=allow_build,
         )
     finally:
-        if bar is not None:
-            bar.stop()
+        bar.stop()
+        pip_bar.stop()
     # plain lines: rich (~0.05 s to import) would add nothing to them
     lines = []
     if result.replaced is not None:
@@ -394,15 +394,53 @@ def create(
     if result.built:
         lines.append(f"built from sdists: {', '.join(result.built)}")
     lines += [f"activation script {path}" for path in result.activation]
+    listing = register(result.prefix)
+    if listing is not None:
+        detail(f"registered {result.prefix} in {listing} (conda env list shows it)")
     sys.stdout.write("".join(f"{line}\n" for line in lines))
     sys.stdout.flush()
     if result.activation_note:
-        note(f"note: {result.activation_note}")
+        warn(f"note: {result.activation_note}")
+    return EXIT_OK
+
+
+def _dry_run(lock_path: Path, where: Path, platform: Platform | None, force: bool) -> int:
+    """``create --dry-run``: what create would do, from the lock alone; nothing is written
+    (the checks that need no download are made: the platform, the prefix)."""
+    from envfactory.build.create import check_target
+    from envfactory.build.lockfile import read_lock
+    from envfactory.catalog.platforms import host_platform
+
+    chosen = platform or host_platform()
+    lock = read_lock(lock_path)
+    if chosen not in lock.platforms:
+        raise UserInputError(
+            f"{lock_path} has no packages for {chosen} (it covers {', '.join(lock.platforms)})",
+            f"lock for this platform: envfactory lock COMBO --platform {chosen}",
+        )
+    prefix = where.expanduser().absolute()
+    replacing = check_target(prefix, force)
+    packages = [p for p in lock.packages if p.platform == chosen]
+    conda = sum(1 for p in packages if p.manager == "conda")
+    verb = f"replace the conda environment {prefix} with" if replacing else f"create {prefix}:"
+    sys.stdout.write(
+        f"dry run: would {verb} {conda} conda + {len(packages) - conda} pip packages "
+        f"({chosen}) from {lock_path}; nothing was written\n"
+    )
+    for pkg in sorted(packages, key=lambda p: (p.manager, p.name)):
+        detail(f"  {pkg.manager} {pkg.name} {pkg.version}")
+    sys.stdout.flush()
     return EXIT_OK
 
 
 def verify(
-    prefix: Path = typer.Argument(..., help="The environment's prefix."),
+    positional: Path | None = typer.Argument(
+        None, help="The environment's prefix (or give -p PREFIX / -n NAME).", show_default=False
+    ),
+    prefix: Path | None = conventions.prefix_option("The environment's prefix."),
+    name: str | None = conventions.name_option(
+        "The environment NAME in the envs directories (as 'create -n' puts it)."
+    ),
     lock_file: Path | None = typer.Option(
         None, "--lock", help="The lock to compare with (default: the one that created PREFIX)."
     ),
@@ -416,7 +454,10 @@ def verify(
     """
     from envfactory.build.verify import verify_environment
 
-    report = verify_environment(prefix, lock_file)
+    where = conventions.existing_environment(prefix, name, positional)
+    if where is None:
+        raise UserInputError("which environment? give PREFIX, -p PREFIX or -n NAME")
+    report = verify_environment(where, lock_file)
     if as_json:
         print_json(
             {
@@ -525,9 +566,12 @@ def cache_clean(
         False, "--extracted", help="Remove only the extracted packages, keep the archives."
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    yes: bool = conventions.yes_option("Do not ask before deleting (needed without a terminal)."),
+    dry_run: bool = conventions.dry_run_option("Say what would be removed; remove nothing."),
 ) -> int:
-    """Empty the package cache, conda packages and pip files. Entries a running create links
-    from are kept; environments already created keep their files (hard links, copies)."""
+    """Empty the package cache, conda packages and pip files, after asking (as 'conda clean'
+    does; -y does not ask). Entries a running create links from are kept; environments already
+    created keep their files (hard links, copies)."""
     from envfactory.build.pkgcache import PackageCache
 
     if archives_only and extracted_only:
@@ -535,6 +579,23 @@ def cache_clean(
     from envfactory.build.pipcache import PipCache
 
     cache = PackageCache()
+    info = cache.info()
+    pip_files, pip_built, _pip_bytes = PipCache(cache.root).info()
+    what = {
+        (True, True): f"{info.packages} extracted packages and {info.archives} archives",
+        (True, False): f"{info.archives} archives",
+        (False, True): f"{info.packages} extracted packages",
+    }[(not extracted_only, not archives_only)]
+    if not extracted_only and pip_files + pip_built:
+        what += f" and {pip_files + pip_built} pip files"
+    question = f"remove {what} from {cache.root} ({info.bytes / 1e6:.1f} MB in all)"
+    if dry_run:
+        if as_json:
+            print_json({"root": str(cache.root), "dry_run": True, "would_remove": what})
+        else:
+            stdout_console().print(f"dry run: would {question}; nothing was removed")
+        return EXIT_OK
+    conventions.confirm(question, yes)
     removed, freed = cache.clean(archives=not extracted_only, extracted=not archives_only)
     if not extracted_only:  # the pip side holds archives only (wheels, sdists)
         pip_removed, pip_freed = PipCache(cache.root).clean()

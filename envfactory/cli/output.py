@@ -11,8 +11,22 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 from envfactory.errors import UserInputError
+from envfactory.progress import stop_point
 
 Choice = TypeVar("Choice", bound=str)
+
+# How much progress the commands print on stderr (-q, default, -v); errors always show.
+QUIET, NORMAL, VERBOSE = 0, 1, 2
+_level = NORMAL
+
+
+def set_level(level: int) -> None:
+    global _level
+    _level = level
+
+
+def level() -> int:
+    return _level
 
 
 def choose(value: str, options: tuple[Choice, ...], option: str) -> Choice:
@@ -80,12 +94,40 @@ def print_error(message: str, hint: str | None) -> None:
     sys.stderr.flush()
 
 
+def warn(message: str) -> None:
+    """A line on stderr that -q does not silence: a deprecation, a caveat about the result."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+def detail(message: str) -> None:
+    """A line only -v prints (one per package)."""
+    if _level >= VERBOSE:
+        note(message)
+
+
+def print_json_error(message: str, hint: str | None, exit_code: int, kind: str) -> None:
+    """An error under ``--json``: one JSON object on stdout, where a script reads the result
+    (conda does the same), with the exit code the process ends with."""
+    print_json(
+        {
+            "error": message,
+            "hint": hint,
+            "exit_code": exit_code,
+            "exception_name": kind,
+        }
+    )
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
     sys.stdout.flush()
 
 
 def note(message: str) -> None:
-    """A progress or status line on stderr, so stdout stays clean for data."""
+    """A progress or status line on stderr, so stdout stays clean for data; none under -q."""
+    if _level == QUIET:
+        return
     sys.stderr.write(message + "\n")
     sys.stderr.flush()
+    stop_point(message)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from envfactory.cli.output import choose, note, print_json, stdout_console
+from envfactory.cli import conventions
+from envfactory.cli.output import choose, note, print_json, stdout_console, warn
 from envfactory.errors import EXIT_OK
 
 PROJECT_HELP = "The project file (default: ./envfactory.yaml when there is one)."
@@ -22,14 +23,18 @@ def mirror(
         ..., help="A project environment, a combo (locks/COMBO/) or a conda-lock.yml path."
     ),
     directory: Path = typer.Argument(..., help="The local channel to write (created if needed)."),
-    platform: list[str] = typer.Option(
-        [], "--platform", "-p", help="Mirror only this platform; repeatable. Default: all."
+    platform: list[str] = conventions.platform_option(
+        "Mirror only this platform; repeatable. Default: all. -p still works (deprecated: in "
+        "conda -p is the prefix)."
     ),
+    old_platform: list[str] = conventions.old_platform_option(),
     project_file: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
     locks_dir: Path | None = typer.Option(
         None, "--locks", help="Where NAME/conda-lock.yml is looked up."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+    quiet: bool = conventions.quiet_option(),
+    verbose: int = conventions.verbose_option(),
 ) -> int:
     """Download exactly the locked packages into DIRECTORY as an indexed local channel.
 
@@ -39,16 +44,24 @@ def mirror(
     """
     from envfactory.build.mirror import mirror_lock
     from envfactory.catalog.model import parse_platform
+    from envfactory.cli.transfer import transfer_display
     from envfactory.project.targets import lock_target
 
+    conventions.set_verbosity(quiet, verbose)
+    platform = conventions.platforms(platform, old_platform)
     lock_path = lock_target(target, project_file=project_file, locks_dir=locks_dir).lock
     note(f"mirroring {lock_path} into {directory}")
-    result = mirror_lock(
-        lock_path,
-        directory,
-        platforms=[parse_platform(p) for p in platform],
-        progress=None if as_json else _progress,
-    )
+    bar = transfer_display("files")
+    try:
+        result = mirror_lock(
+            lock_path,
+            directory,
+            platforms=[parse_platform(p) for p in platform],
+            progress=None if as_json else _progress,
+            transfer=None if as_json else bar,
+        )
+    finally:
+        bar.stop()
     command = result.create_command(target)
     if as_json:
         print_json(
@@ -110,7 +123,7 @@ def kernel(
     else:
         stdout_console().print(f"registered kernel {result.name}: {result.path}")
     for text in result.notes:
-        note(f"note: {text}")
+        warn(f"note: {text}")
     return EXIT_OK
 
 

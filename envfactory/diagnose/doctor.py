@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from envfactory.activation.plan import is_foreign_cuda
-from envfactory.catalog.model import Catalog, Combo, Platform, os_of
+from envfactory.catalog.model import Catalog, Combo, CondaPin, Platform, os_of
 from envfactory.diagnose.compat import CompatResult, GpuSpec, check, parse_driver
 from envfactory.diagnose.dllsearch import (
     VC_RUNTIME,
@@ -595,6 +595,44 @@ _NOT_CUDA = {"ml-py", "ml-py3"}  # NVML bindings, not libraries
 _CONDA_TWIN = {"cudnn": "cudnn", "cublas": "cudatoolkit", "cuda-runtime": "cudatoolkit"}
 
 
+_TF_NAMES = ("tensorflow", "tensorflow-base", "tensorflow-gpu", "tensorflow-cpu")
+
+
+def _mismatch_findings(
+    packages: PrefixPackages, combo: Combo, platform: Platform, prefix: str
+) -> list[Finding]:
+    """``doctor COMBO --prefix P`` where P holds another TensorFlow, or another version of a
+    package COMBO pins on this platform: every other check would judge P against the wrong
+    combo."""
+    found: list[str] = []
+    held = {**packages.pip, **packages.conda}
+    tf = next((held[n] for n in _TF_NAMES if n in held), None)
+    if tf is not None and _tuple(tf)[:2] != combo.tf_series:
+        found.append(f"TensorFlow {tf}, not {combo.tensorflow.value}")
+    if platform in combo.platforms:
+        for pin in combo.route(platform).all_pins():
+            if not isinstance(pin, CondaPin):
+                continue
+            name = pin.name
+            if name in _TF_NAMES or name not in packages.conda:
+                continue
+            version = packages.conda[name]
+            if not (version == pin.version or version.startswith(pin.version + ".")):
+                found.append(f"{name} {version}, not {pin.version}")
+    if not found:
+        return []
+    return [
+        Finding(
+            "combo-prefix-mismatch",
+            "warning",
+            f"{prefix} does not look like {combo.name}: it holds {'; '.join(found)}",
+            f"name the combo that built it (its conda-meta/envfactory.json says which lock), "
+            f"or recreate it from {combo.name}'s lock with 'envfactory create {combo.name} "
+            f"-p {prefix} --force'",
+        )
+    ]
+
+
 def _wheel_findings(packages: PrefixPackages, combo: Combo | None, prefix: str) -> list[Finding]:
     """NVIDIA's pip wheels (nvidia-*-cu1x) in the environment: listed, and flagged when they
     duplicate conda's CUDA libraries or carry another CUDA major than the combo's."""
@@ -727,6 +765,8 @@ def diagnose(
         findings.append(wsl_finding)
     if packages is not None:
         findings.extend(_wheel_findings(packages, combo, str(prefix)))
+        if combo is not None:
+            findings.extend(_mismatch_findings(packages, combo, platform, str(prefix)))
     tf = probes.tf_check(prefix) if prefix is not None else None
     if tf is not None:
         findings.extend(_tf_findings(tf))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 import functools
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -408,7 +408,10 @@ def read_lines(stream: IO[bytes], encoding: str, name: str) -> Iterator[str]:
     A UTF-16/UTF-8 byte-order mark wins over ``encoding``. Bytes that are not valid in the
     encoding raise :class:`UserInputError` naming the offset, with a hint.
     """
-    head = stream.read(READ_CHUNK)
+    # read1: one read of the underlying file per chunk, so a terminal's Ctrl-D (one empty read,
+    # not a lasting end of file) ends the input at the first press, not the second
+    read: Callable[[int], bytes] = getattr(stream, "read1", stream.read)
+    head = read(READ_CHUNK)
     for bom, codec in (
         (codecs.BOM_UTF8, "utf-8-sig"),
         (codecs.BOM_UTF16_LE, "utf-16"),
@@ -450,6 +453,6 @@ def read_lines(stream: IO[bytes], encoding: str, name: str) -> Iterator[str]:
             pending = pending[cut:]
         if final:
             break
-        chunk = stream.read(READ_CHUNK)
+        chunk = read(READ_CHUNK)
     if pending:
         yield pending.rstrip("\r")

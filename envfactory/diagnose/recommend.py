@@ -1,4 +1,5 @@
-"""Which combos run on this hardware, best first: native kernels before PTX JIT, newest TF first.
+"""Which combos run on this hardware, best first: native kernels before PTX JIT, then fewer
+unconfirmed catalog facts, then newest TF.
 
 Pure: the GPUs come from the caller (``--gpu``/``--cc``, or what ``doctor`` detected).
 """
@@ -11,7 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from envfactory.catalog.model import Catalog, Platform
-from envfactory.diagnose.compat import Candidate, DriverVersion, GpuSpec, runnable_combos
+from envfactory.diagnose.compat import (
+    Candidate,
+    DriverVersion,
+    GpuSpec,
+    runnable_combos,
+    unconfirmed_facts,
+)
 from envfactory.errors import UserInputError
 
 
@@ -49,9 +56,10 @@ class Recommendation:
 
     def to_json(self) -> dict[str, Any]:
         """``{"platform", "gpus": [{"name", "cc"}], "driver", "tf", "combos": [{"combo",
-        "tensorflow", "cuda", "cudnn", "verdict", "why": [sentences]}]}``; ``combos`` is ordered
-        best first (native before JIT, then newest TensorFlow), everything else is fixed;
-        ``notes``: what the platform rules out (TF >= 2.11 on native Windows)."""
+        "tensorflow", "cuda", "cudnn", "verdict", "unconfirmed", "why": [sentences]}]}``; ``combos``
+        is ordered best first (native before JIT, then fewer unconfirmed facts, then newest
+        TensorFlow: ``recommend --help``), everything else is fixed; ``notes``: what the
+        platform rules out (TF >= 2.11 on native Windows)."""
         return {
             "platform": self.platform,
             "gpus": [{"name": g.name, "cc": str(g.cc)} for g in self.gpus],
@@ -64,6 +72,7 @@ class Recommendation:
                     "cuda": c.combo.cuda.value,
                     "cudnn": c.combo.cudnn.value,
                     "verdict": c.assessment.verdict,
+                    "unconfirmed": unconfirmed_facts(c.combo, self.platform),
                     "why": list(c.assessment.reasons),
                 }
                 for c in self.candidates

@@ -12,12 +12,10 @@ The rule, the same for every command:
 
 from __future__ import annotations
 
-import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from envfactory.errors import UserInputError
+from envfactory.errors import UserInputError, nearest
 
 if TYPE_CHECKING:
     from envfactory.project.manifest import Project
@@ -81,26 +79,34 @@ def lock_target(
     if candidate.is_file():
         return LockTarget(target, "combo", candidate)
     where = f"no environment '{target}' in {project.path}, " if project is not None else ""
-    raise UserInputError(
-        f"no lockfile found for '{target}' ({where}no file {path}, no {candidate})",
-        f"run 'envfactory lock {target}' first, or pass the path of a {LOCK_FILE}",
-    )
+    message = f"no lockfile found for '{target}' ({where}no file {path}, no {candidate})"
+    raise UserInputError(message, _missing_lock_hint(target, project))
 
 
-_PLAIN_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.+\-]*\Z")
+def _missing_lock_hint(target: str, project: Project | None) -> str:
+    """How to get the lock NAME needs: 'envfactory lock NAME' only where NAME is a combo
+    (a project environment's lock is handled above); else the names it may have meant."""
+    from envfactory.catalog.loader import load_catalog
+    from envfactory.catalog.views import suggest_combos
+
+    catalog = load_catalog()
+    if target in catalog.combos:
+        return f"run 'envfactory lock {target}' first, or pass the path of a {LOCK_FILE}"
+    envs = sorted(project.environments) if project is not None else []
+    close = nearest(target, envs, 2) + suggest_combos(catalog, target)
+    known = "a project environment, a combo (see 'envfactory list') or a path to a " + LOCK_FILE
+    if close:
+        return f"'{target}' is not {known}; did you mean {', '.join(close)}?"
+    return f"'{target}' is not {known}"
 
 
 def named_prefix(name: str) -> Path:
-    """``-n NAME``: the first directory of CONDA_ENVS_PATH, else ~/.conda/envs (where conda
-    looks for named environments too). NAME is a plain name, never a path."""
-    if not _PLAIN_NAME.fullmatch(name) or name in (".", ".."):
-        raise UserInputError(
-            f"-n takes a plain environment name, not {name!r}",
-            "letters, digits, '_', '.', '+' and '-'; for a path use -p PREFIX",
-        )
-    envs = os.environ.get("CONDA_ENVS_PATH", "").split(os.pathsep)[0]
-    base = Path(envs) if envs else Path.home() / ".conda" / "envs"
-    return base / name
+    """``-n NAME`` of a new environment: NAME in the first usable envs dir, found as conda
+    and micromamba find it (``envfactory.project.envdirs``). NAME is a plain name, never a
+    path."""
+    from envfactory.project.envdirs import new_prefix
+
+    return new_prefix(name)
 
 
 def prefix_target(target: str, *, project_file: Path | None = None) -> Path:

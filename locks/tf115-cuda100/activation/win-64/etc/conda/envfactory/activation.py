@@ -73,8 +73,10 @@ def foreign_cuda(path, os_name):
         # the installer's layout in a folder of the user's choice: D:\CUDA\v10.0\bin
         for i in range(len(parts) - 1):
             numbers = parts[i + 1][1:].split(".") if parts[i + 1].startswith("v") else []
-            if parts[i].startswith("cuda") and numbers and all(
-                n and not n.strip(_DIGITS) for n in numbers
+            if (
+                parts[i].startswith("cuda")
+                and numbers
+                and all(n and not n.strip(_DIGITS) for n in numbers)
             ):
                 return True
         return len(parts) >= 3 and parts[1] == "tools" and parts[2].startswith("cuda")
