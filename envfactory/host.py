@@ -26,9 +26,11 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 WINDOWS = sys.platform == "win32"
 
