@@ -25,6 +25,29 @@ RESERVED_HINT = (
     "PATH, LD_LIBRARY_PATH, CUDA_PATH* and TF_CPP_MIN_LOG_LEVEL come from the combo (see "
     "'envfactory show COMBO') and CONDA_* from conda; choose another variable"
 )
+# Variables that decide which program a command name runs, which libraries the loader maps, or
+# which code a shell or an interpreter runs before the user's own (issue 28): set on every
+# activation, one of these would let whoever wrote the lock run code as every user of the
+# environment. Sources: ld.so(8) (LD_*), dyld(1) (DYLD_*), bash(1) (BASH_ENV, ENV, PROMPT_COMMAND,
+# PS1-PS4, IFS, SHELLOPTS, BASHOPTS, CDPATH, GLOBIGNORE), zsh(1) (ZDOTDIR), python(1)
+# (PYTHON*), perlrun(1) (PERL5LIB, PERL5OPT, PERLLIB), ruby(1) (RUBYOPT, RUBYLIB), node(1)
+# (NODE_OPTIONS, NODE_PATH), the JVM (JAVA_TOOL_OPTIONS, _JAVA_OPTIONS, JDK_JAVA_OPTIONS),
+# glibc's iconv (GCONV_PATH) and resolver (HOSTALIASES, LOCALDOMAIN, RES_OPTIONS), conda and
+# mamba (CONDA_*, MAMBA_*), and what runs a program by name (SHELL, EDITOR, VISUAL, PAGER, BROWSER,
+# TMPDIR, HOME, XDG_*).
+REDIRECTING_VARIABLE = re.compile(
+    r"PATH|LD_.*|DYLD_.*|CONDA_.*|_CONDA_.*|MAMBA_.*|PYTHON.*|BASH_ENV|ENV|ZDOTDIR|"
+    r"PROMPT_COMMAND|PS[0-4]|IFS|SHELLOPTS|BASHOPTS|CDPATH|GLOBIGNORE|PERL5LIB|PERL5OPT|"
+    r"PERLLIB|RUBYOPT|RUBYLIB|NODE_OPTIONS|NODE_PATH|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|"
+    r"JDK_JAVA_OPTIONS|GCONV_PATH|HOSTALIASES|LOCALDOMAIN|RES_OPTIONS|SHELL|EDITOR|VISUAL|"
+    r"PAGER|BROWSER|TMPDIR|HOME|XDG_.*",
+    re.IGNORECASE,  # Windows reads environment names case-insensitively (Path, ComSpec)
+)
+REDIRECTING_HINT = (
+    "a project variable is set on every activation; one that chooses which program, library or "
+    "start-up code runs (PATH, LD_*, DYLD_*, PYTHON*, BASH_ENV, ...) is refused, see "
+    "docs/security.md; set it in your own shell instead"
+)
 # Names that become a directory or file name (environments, combos, kernels): no separator,
 # no leading dot or dash, nothing a shell or a URL treats specially.
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -130,6 +153,11 @@ def check_state_variables(variables: Mapping[str, str], where: str) -> None:
                 f"{where}: {name} is set by conda or by the combo's activation scripts",
                 RESERVED_HINT,
             )
+        if REDIRECTING_VARIABLE.fullmatch(name):
+            raise UserInputError(
+                f"{where}: {name} decides which programs, libraries or start-up code run",
+                REDIRECTING_HINT,
+            )
         if not isinstance(value, str):
             raise UserInputError(f"{where}: the value of {name} is not a string")
         problem = state_value_problem(value)
@@ -156,10 +184,21 @@ def url_problem(url: str) -> str | None:
             return "it is not an http(s):// or file:// URL"
         bad = next(c for c in url if not re.fullmatch(r"[A-Za-z0-9\-._~:/?\[\]@!$&()*+,;=%]", c))
         return f"it contains {_show(bad)}"
-    path = url.split("://", 1)[1].split("?", 1)[0]
-    segments = path.split("/")
-    decoded = [s.replace("%2e", ".").replace("%2E", ".") if "%" in s else s for s in segments]
-    if any(s in (".", "..") for s in decoded[1:]):
+    # Judged as the readers parse it (urllib's urlsplit, then unquote: pkgcache.local_path,
+    # pypi.fetch_verified), not as the text looks: a file:// URL's query or an encoded '/' once
+    # let "x.tar.bz2?/../../etc/passwd" look like a package and read another file (issue 28).
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        if parts.query or "?" in url:
+            return "a file:// URL has a query ('?'), which names no file"
+        if parts.netloc not in ("", "localhost"):
+            return f"a file:// URL names the host {parts.netloc!r}; use file:///PATH"
+    encoded = parts.path.lower()
+    if "%2f" in encoded or "%5c" in encoded or "\\" in parts.path:
+        return "its path has an encoded '/' or a backslash"
+    if any(s in (".", "..") for s in unquote(parts.path).split("/")[1:]):
         return "it has a '.' or '..' path segment"
     return None
 
@@ -236,3 +275,78 @@ def _show(char: str) -> str:
         return f"'{char}'"
     name = unicodedata.name(char, "")
     return f"U+{ord(char):04X}" + (f" ({name})" if name else "")
+
+
+# --------------------------------------------------------------------------------------------
+# Credentials in channel URLs (issue 28): kept out of every file and message, as conda does.
+# conda masks an anaconda.org token in a URL as "/t/<TOKEN>/" (conda-lock's
+# ``Channel.conda_token_replaced_url``; mamba's ``split_anaconda_token`` finds it with
+# "/t/([a-zA-Z0-9-]*)") and drops a URL's "user:password@" (conda's ``remove_auth``) before a
+# URL reaches a lock, an explicit file or ``conda list --explicit``.
+
+TOKEN_PLACEHOLDER = "<TOKEN>"
+_URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*(?:<TOKEN>[^\s'\"<>]*)*")
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
+_TOKEN = re.compile(r"/t/(?!<TOKEN>/)[A-Za-z0-9_-]+(?=/|$)")
+
+
+def redact_url(url: str) -> str:
+    """``url`` without credentials: no ``user:password@``, and in an http(s) URL a ``/t/TOKEN/``
+    segment masked as ``/t/<TOKEN>/``. Everything else is kept as written (a local channel
+    directory called ``t`` stays)."""
+    url = _USERINFO.sub(r"\1", url)
+    if url.startswith(("http://", "https://")):
+        url = _TOKEN.sub(f"/t/{TOKEN_PLACEHOLDER}", url, count=1)
+    return url
+
+
+def has_credentials(url: str) -> bool:
+    return redact_url(url) != url
+
+
+def redact(text: str) -> str:
+    """``text`` with the credentials of every URL in it removed (``redact_url``): for messages,
+    which quote URLs and the exceptions of HTTP libraries that quote them too. A token found in
+    a URL is masked wherever else its ``/t/TOKEN`` segment appears: requests quotes the path
+    alone ("Max retries exceeded with url: /t/TOKEN/...")."""
+    if "://" not in text:
+        return text
+    tokens: set[str] = set()
+    for found in _URL_IN_TEXT.finditer(text):
+        url = found.group(0)
+        if url.startswith(("http://", "https://")):
+            tokens.update(t.group(0) for t in _TOKEN.finditer(url))
+    text = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+    for token in sorted(tokens, key=len, reverse=True):
+        text = text.replace(token, f"/t/{TOKEN_PLACEHOLDER}")
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# Text that reaches a terminal: a log pasted into ``explain``, a string from a lock quoted in a
+# message. A terminal obeys escape sequences: OSC 52 writes the clipboard, OSC 0 the window title,
+# CSI 2J clears the screen, CR and BS overwrite what was printed (issue 28). They are removed,
+# whole sequences first, then every other C0/C1 control character but newline and tab, and the
+# bidirectional overrides that reorder what is shown (CVE-2021-42574, "Trojan Source").
+
+_ESCAPE_SEQUENCE = re.compile(
+    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC ... BEL or ST
+    r"|\x1b[P^_X][^\x1b]*(?:\x1b\\)?"  # DCS, PM, APC, SOS ... ST
+    r"|\x1b\[[0-?]*[ -/]*[@-~]?"  # CSI
+    r"|\x9b[0-?]*[ -/]*[@-~]?"  # 8-bit CSI
+    r"|\x9d[^\x07\x9c]*[\x07\x9c]?"  # 8-bit OSC
+    r"|\x1b[ -/]*[0-~]?"  # other ESC sequences (charset, keypad, RIS)
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` with escape sequences and control characters removed (newline and tab kept)."""
+    if text.isprintable():
+        return text
+    return _CONTROL.sub("", _ESCAPE_SEQUENCE.sub("", text))
+
+
+def safe_text(text: str) -> str:
+    """What may be printed: credentials redacted, escape sequences and controls removed."""
+    return terminal_text(redact(text))

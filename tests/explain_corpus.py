@@ -50,7 +50,11 @@ class Log:
         return self.split == "spent-held-out-2"
 
 
-SPLITS = {"held-out", "spent-held-out", "spent-held-out-2"}
+SPLITS = {"held-out", "spent-held-out", "spent-held-out-2", "spent-held-out-3"}
+"""``spent-held-out-3``: 18 logs (12 problem, 6 healthy) collected on 2026-12-03 after the
+freeze commit d68cf90 of issue 24 (the 'no GPU' wording, TF >= 2.11 on native Windows, the
+MSVC preload check, DLL search), measured once as ``held-out-3`` (recall 8/12, 0/6 healthy
+flagged: tests/data/explain-held-out-3-first-run.txt), then tuned on."""
 
 
 def load_corpus(directory: Path = CORPUS) -> list[Log]:

@@ -109,14 +109,16 @@ def test_channel_deviations_have_combos_of_their_own(catalog: Catalog) -> None:
 
 def _seen_builds() -> set[tuple[str, str, str]]:
     """(name, version, build) read verbatim in real conda output: the research notes' confirmed
-    conda_builds rows and the real environment files copied into tests/data/real-envs."""
+    conda_builds rows and the real environment files copied into tests/data/real-envs and
+    tests/data/audit-corpus."""
     seen: set[tuple[str, str, str]] = set()
     for row in research()["conda_builds"]:  # type: ignore[attr-defined]
         if row.get("confirmed") is True and re.fullmatch(r"[\w.-]+=[^=\s]+=[^=\s]+", row["spec"]):
             name, version, build = row["spec"].split("=")
             seen.add((name, version, build))
     real = DATA / "real-envs"
-    for path in real.glob("*envexport*.yml"):
+    exports = [*real.glob("*envexport*.yml"), *(DATA / "audit-corpus").glob("*.yml")]
+    for path in exports:
         for match in re.finditer(r"^\s*- ([\w.-]+)=([^=\s]+)=(\S+)$", path.read_text(), re.M):
             seen.add((match[1], match[2], match[3]))
     for path in real.glob("*.conda-lock.yml"):

@@ -37,13 +37,13 @@ def conda(name: str, version: str, build: str) -> LockedPackage:
 def test_constraints_are_scoped_by_tf_line_and_route() -> None:
     catalog = load_catalog()
     tf114 = {c.requirement for c in catalog.combo("tf114-cuda100").constraints_for("linux-64")}
-    assert {"protobuf<3.20", "h5py<3", "gast==0.2.2", "numpy<2"} <= tf114
+    assert {"protobuf<3.21", "h5py<3", "gast==0.2.2", "numpy<2"} <= tf114
     assert not catalog.combo("tf221-cuda125").constraints  # TF 2.21 caps what it needs itself
     tf210 = catalog.combo("tf210-cuda112")
     # conda-forge builds TF 2.10 from source against protobuf 4.21 (pangeo lock): exempt there,
     # the PyPI wheel on win-64 is not
-    assert "protobuf<3.20" not in {c.requirement for c in tf210.constraints_for("linux-64")}
-    assert "protobuf<3.20" in {c.requirement for c in tf210.constraints_for("win-64")}
+    assert "protobuf<3.21" not in {c.requirement for c in tf210.constraints_for("linux-64")}
+    assert "protobuf<3.21" in {c.requirement for c in tf210.constraints_for("win-64")}
     for combo in catalog:
         for c in combo.constraints:
             assert c.sources and all(s in catalog.sources for s in c.sources)
@@ -55,7 +55,7 @@ def test_a_lock_breaking_a_constraint_is_refused_with_package_version_bound_and_
     problems = check_solution(spec, packages, matches, with_pip=True)
     texts = [str(p) for p in problems]
     assert any(
-        "protobuf: found 4.24.4 (pip)" in t and "protobuf<3.20" in t and "tf-issue-56266" in t
+        "protobuf: found 4.24.4 (pip)" in t and "protobuf<3.21" in t and "tf-issue-56266" in t
         for t in texts
     ), texts
     assert not any(t.startswith("h5py") for t in texts)
@@ -109,17 +109,17 @@ def test_constraints_are_lock_inputs(test_channels: dict[str, Path], tmp_path: P
     locked = {p.name: p.version for p in result.packages["linux-64"]}
     assert locked["protobuf"] == "3.19.6" and locked["h5py"] == "2.10.0"
     assert locked["gast"] == "0.2.2"
-    assert "protobuf<3.20" in request.inputs("linux-64")["constraints"]  # type: ignore[operator]
+    assert "protobuf<3.21" in request.inputs("linux-64")["constraints"]  # type: ignore[operator]
     assert check_lock(request, tmp_path).fresh
     data = tmp_path / "catalog"
     shutil.copytree(Path(envfactory.__file__).parent / "data", data)
     constraints = data / "constraints.yaml"
-    constraints.write_text(constraints.read_text().replace('spec: "<3.20"', 'spec: "<3.21"', 1))
+    constraints.write_text(constraints.read_text().replace('spec: "<3.21"', 'spec: "<3.20"', 1))
     edited = load_catalog_from(data).combo("tf114-cuda100")
     stale = check_lock(dataclasses.replace(request, combo=edited), tmp_path)
     assert not stale.fresh
     assert any(
-        "constraints changed" in r and "-protobuf<3.20 +protobuf<3.21" in r for r in stale.reasons
+        "constraints changed" in r and "-protobuf<3.21 +protobuf<3.20" in r for r in stale.reasons
     )
 
 
@@ -127,7 +127,7 @@ def test_a_bad_constraint_specifier_names_file_and_line(tmp_path: Path) -> None:
     data = tmp_path / "catalog"
     shutil.copytree(Path(envfactory.__file__).parent / "data", data)
     constraints = data / "constraints.yaml"
-    constraints.write_text(constraints.read_text().replace('spec: "<3.20"', 'spec: "three"', 1))
+    constraints.write_text(constraints.read_text().replace('spec: "<3.21"', 'spec: "three"', 1))
     with pytest.raises(CatalogError) as info:
         load_catalog_from(data)
     assert "constraints.yaml:" in info.value.message and "'three'" in info.value.message
@@ -184,7 +184,7 @@ def test_explain_names_the_constraint_that_fixes_the_protobuf_failure() -> None:
         "If this call came from a _pb2.py file, your generated code is out of date\n"
     )
     (found,) = [p for p in explain(log).problems if p.id == "protobuf-too-new"]
-    assert "protobuf<3.20" in found.fix
+    assert "protobuf<3.21" in found.fix
     # the constraint named is the catalog's, for the lines it names
     tf114 = load_catalog().combo("tf114-cuda100").constraints_for("linux-64")
-    assert "protobuf<3.20" in {c.requirement for c in tf114}
+    assert "protobuf<3.21" in {c.requirement for c in tf114}

@@ -325,10 +325,9 @@ HOSTILE = [
     "empty",
     "billion laughs in the metadata",
 ]
-# ``lock --check`` reads only conda-lock.yml's metadata block (issue 11: at the read floor); the
-# package list and what lies outside the block are read, and refused, by the commands that use
-# them (create, verify, mirror). tests/test_lock_set.py shows --check never parses the list.
-NOT_READ_BY_CHECK = {"pip url with a newline", "conda url with ..", "billion laughs"}
+# ``lock --check`` reads the package list too since issue 28 (a package appended by hand is
+# reported), so it refuses every case the other commands refuse.
+NOT_READ_BY_CHECK: set[str] = set()
 
 
 @pytest.mark.parametrize(

@@ -203,16 +203,15 @@ def test_kill_9_while_writing_never_leaves_a_set_that_checks_fresh_but_is_mixed(
     assert temporaries > 0, kinds
 
 
-def test_check_reads_no_conda_lock_and_no_package_list(
+def test_check_reads_the_package_list_without_conda_lock(
     two_locks: tuple[tuple[LockRequest, Path], tuple[LockRequest, Path]],
     test_channels: dict[str, Path],
     tmp_path: Path,
 ) -> None:
+    """--check reads the package list (issue 28: a package appended by hand is reported, see
+    tests/test_hostile_lock_author.py) with envfactory's own reader, never conda-lock's."""
     (_, a_dir), _ = two_locks
     copy = mixed(tmp_path, a_dir, a_dir, [])
-    lock = copy / LOCK_FILE
-    # break the package list: --check never gets that far (conda-lock's reader would refuse)
-    lock.write_text(lock.read_text().replace("\npackage:\n", "\npackage: [\n", 1))
     shutil.move(copy, tmp_path / "tf114-cuda100")
     code = (
         "import sys, json; from envfactory.cli import run; "

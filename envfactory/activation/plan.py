@@ -189,7 +189,7 @@ class ActivationPlan:
             if not isinstance(entry, list) or len(entry) != 2:
                 raise bad(f"has a set that is not [NAME, value]: {entry!r:.80}")
             set_vars.append((name(entry[0]), value(entry[1])))
-        return cls(
+        plan = cls(
             combo=combo,
             platform=platform,
             separator=";" if windows else ":",
@@ -200,11 +200,66 @@ class ActivationPlan:
             unset_vars=tuple(name(n) for n in unset or ()),
             unset_prefixes=tuple(name(n) for n in prefixes or ()),
         )
+        problem = recorded_plan_problem(plan)
+        if problem:
+            raise bad(problem)
+        return plan
 
     def resolved(self, prefix: str) -> tuple[list[tuple[str, list[str]]], dict[str, str | None]]:
         """(list variable, directories first) pairs and {variable: value, None to unset}, with
         ``prefix`` as the environment: the core's own resolution (``kernel`` writes these)."""
         return core.targets(self.runtime(), prefix)
+
+
+# What a recorded plan may hold (issue 28): exactly the kinds of edits ``plan_for`` makes. The
+# plan is recorded in the lock so that an old lock creates the scripts it was made with, but
+# the lock's author is untrusted: a list variable such as PATH or LD_LIBRARY_PATH may only get
+# directories inside the environment, and only these names may be set or unset at all, so no
+# recorded plan can point a command, the loader or an interpreter outside the prefix.
+RECORDABLE_LISTS = {"linux": ("PATH", "LD_LIBRARY_PATH"), "windows": ("PATH",)}
+RECORDABLE_PREFIX_VALUES = ("CUDA_PATH",)  # set to a directory inside the prefix
+RECORDABLE_LITERALS = {"TF_CPP_MIN_LOG_LEVEL": re.compile(r"[0-3]")}
+RECORDABLE_UNSETS = ("CUDA_PATH",)
+RECORDABLE_UNSET_PREFIXES = ("CUDA_PATH_V",)
+ENV_LIB_SUFFIXES = {"linux": "/lib", "windows": r"\Library\bin"}
+_RELATIVE_PART = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]*")
+
+
+def _inside(value: PlanValue, dirsep: str) -> bool:
+    """A directory inside the prefix: relative, plain parts, no '.' or '..'."""
+    return value.in_prefix and all(
+        _RELATIVE_PART.fullmatch(part) for part in value.text.split(dirsep)
+    )
+
+
+def recorded_plan_problem(plan: ActivationPlan) -> str | None:
+    """Why a plan read from a lock is not one envfactory would write; None when it is."""
+    os_name = plan.os
+    for edit in plan.lists:
+        if edit.variable not in RECORDABLE_LISTS.get(os_name, ()):
+            return f"edits the list {edit.variable}, which envfactory never edits"
+        for value in edit.prepend:
+            if not _inside(value, plan.dirsep):
+                return (
+                    f"puts {value.text!r:.80} first in {edit.variable}, which is not a "
+                    "directory inside the environment"
+                )
+    for variable, value in plan.set_vars:
+        if variable in RECORDABLE_PREFIX_VALUES and _inside(value, plan.dirsep):
+            continue
+        literal = RECORDABLE_LITERALS.get(variable)
+        if literal is not None and not value.in_prefix and literal.fullmatch(value.text):
+            continue
+        return f"sets {variable} to {value.text!r:.80}, which envfactory never does"
+    for variable in plan.unset_vars:
+        if variable not in RECORDABLE_UNSETS:
+            return f"unsets {variable}, which envfactory never does"
+    for stem in plan.unset_prefixes:
+        if stem not in RECORDABLE_UNSET_PREFIXES:
+            return f"unsets the variables {stem}*, which envfactory never does"
+    if plan.env_lib_suffix != ENV_LIB_SUFFIXES.get(os_name):
+        return f"has the library suffix {plan.env_lib_suffix!r:.80}"
+    return None
 
 
 def plan_for(combo: Combo, platform: Platform) -> ActivationPlan:

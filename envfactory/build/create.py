@@ -68,7 +68,7 @@ from envfactory.build.pkgcache import (
 from envfactory.catalog.platforms import Platform, host_platform
 from envfactory.errors import ToolError, UserInputError
 from envfactory.progress import Progress, Transfer
-from envfactory.untrusted import PIP_NAME, SHA256
+from envfactory.untrusted import PIP_NAME, SHA256, TOKEN_PLACEHOLDER, redact_url
 
 MARKER = "envfactory.json"  # conda-meta/envfactory.json: which lock built this prefix
 _PIP_URL = re.compile(r"\A(?:https?|file)://[^\s\x00-\x1f\x7f]+\Z")
@@ -256,7 +256,10 @@ def create_environment(
     cache_progress: CacheProgress | None = None,
     pip_transfer: Transfer | None = None,
     allow_build: Sequence[str] = (),
+    seed: Callable[[Path], None] | None = None,
 ) -> CreateResult:
+    """``seed``: fills the staging directory before rattler links into it (``update``: the
+    packages an environment keeps, which rattler then finds installed and leaves alone)."""
     from envfactory.build import rattler_adapter
     from envfactory.build.lockfile import read_lock
 
@@ -283,9 +286,24 @@ def create_environment(
         channel_map,
         wheel_dir,
     )
+    masked = next((p for p in packages if f"/t/{TOKEN_PLACEHOLDER}/" in p.url), None)
+    if masked is not None:
+        channel = next((n for n, u in meta.channels.items() if masked.url.startswith(u)), "NAME")
+        raise UserInputError(
+            f"{masked.describe()}: the lock's URL {masked.url} holds conda's "
+            f"{TOKEN_PLACEHOLDER} placeholder: the channel wants a token the lock does not keep",
+            f"give the channel with your token: --channel-map {channel}=URL, the URL with "
+            f"/t/YOUR-TOKEN/ in place of /t/{TOKEN_PLACEHOLDER}/ (or ENVFACTORY_CHANNEL_MAP); "
+            "see docs/security.md, 'Credentials'",
+        )
     conda = [p for p in packages if p.manager == "conda"]
-    # conda-meta records the lock's URLs; the cache was filled from the relocated ones
-    locked = [p for p in lock.packages if p.platform == target_platform and p.manager == "conda"]
+    # conda-meta records the lock's URLs, without credentials (world-readable files, issue 28);
+    # the cache was filled from the relocated ones
+    locked = [
+        p._replace(url=redact_url(p.url), channel=redact_url(p.channel))
+        for p in lock.packages
+        if p.platform == target_platform and p.manager == "conda"
+    ]
     wheels = [p for p in packages if p.manager == "pip"]
     check_pip_packages(wheels)
     prefix = prefix.expanduser().absolute()
@@ -306,7 +324,7 @@ def create_environment(
             index=wheel_dir,
             transfer=pip_transfer,
         )
-    if replacing is not None:
+    if replacing is not None and seed is None:
         records = len(list((prefix / "conda-meta").glob("*.json")))
         say(
             f"--force: the conda environment {prefix} ({records} records in conda-meta/) is "
@@ -322,6 +340,8 @@ def create_environment(
             say(f"removed {stale}, left by an interrupted create")
         staging = Staging.make(prefix.parent, staging_prefix, mode=0o777 & ~umask)
         try:
+            if seed is not None:
+                seed(staging.path)
             say(f"{len(conda)} conda packages: checking them into the cache {cache.root}")
             with cache.acquire(conda, cache_progress) as lease:
                 check_links_across(

@@ -33,7 +33,13 @@ from envfactory.build.checks import (
     refuse,
     solver_hint,
 )
-from envfactory.build.lockmeta import LockMetadata, file_digest, read_lock_header, stale_files
+from envfactory.build.lockmeta import (
+    LockMetadata,
+    file_digest,
+    package_block,
+    read_lock_header,
+    stale_files,
+)
 from envfactory.build.render import (
     NO_ADDITIONS,
     VIRTUAL_PACKAGES_FILE,
@@ -47,6 +53,7 @@ from envfactory.catalog.model import PLATFORMS, Combo, Constraint, Platform
 from envfactory.errors import ToolError, UserInputError
 from envfactory.fsio import RenderedFile, atomic_write_many
 from envfactory.progress import Progress
+from envfactory.untrusted import redact, redact_url
 
 if TYPE_CHECKING:
     from envfactory.build.pypi import PipTarget
@@ -159,12 +166,12 @@ class LockRequest:
 
         used = dict.fromkeys(c for p in self.platforms for c in self.channels(p))
         extra = [
-            f"--channel-map {shlex.quote(f'{name}={self.channel_map.overrides[name]}')}"
+            f"--channel-map {shlex.quote(f'{name}={redact_url(self.channel_map.overrides[name])}')}"
             for name in used
             if name in self.channel_map.overrides
         ]
         if self.pip_index is not None and any(self.pip_requirements(p) for p in self.platforms):
-            extra.append(f"--pip-index {shlex.quote(self.pip_index)}")
+            extra.append(f"--pip-index {shlex.quote(redact_url(self.pip_index))}")
         return " ".join([base, *extra])
 
     def _regenerate_base(self) -> str:
@@ -226,24 +233,29 @@ class LockRequest:
         return out
 
     def inputs(self, platform: Platform) -> dict[str, object]:
-        """Everything the lock of ``platform`` depends on, as canonical JSON-able data."""
+        """Everything the lock of ``platform`` depends on, as canonical JSON-able data; URLs
+        without their credentials (``untrusted.redact_url``): the lock is committed."""
         pip = self.pip_requirements(platform)
         inputs: dict[str, object] = {
             "format": INPUTS_FORMAT,
             "combo": self.combo.name,
             "python": self.python,
-            "conda": self.conda_specs(platform),
+            "conda": [redact(s) for s in self.conda_specs(platform)],
             "pip": pip,
-            "channels": self.channel_map.describe(self.channels(platform)),
+            "channels": _public(self.channel_map.describe(self.channels(platform))),
             "virtual_packages": self.virtual(platform),
             "constraints": [c.requirement for c in self.constraints(platform)],
             "solver": self.solver,
-            "pip_index": self.pip_index if pip else None,
+            "pip_index": redact_url(self.pip_index) if pip and self.pip_index else None,
         }
         if not self.additions.empty:
             inputs["environment"] = self.additions.environment
             inputs["variables"] = dict(sorted(self.additions.variables.items()))
         return inputs
+
+
+def _public(urls: Mapping[str, str]) -> dict[str, str]:
+    return {name: redact_url(url) for name, url in urls.items()}
 
 
 def read_virtual_spec(path: Path) -> dict[Platform, dict[str, str]]:
@@ -288,11 +300,15 @@ class LockResult:
 
 
 def solve_platform(
-    request: LockRequest, platform: Platform, virtual: Mapping[str, str] | None = None
+    request: LockRequest,
+    platform: Platform,
+    virtual: Mapping[str, str] | None = None,
+    preferred: Sequence[LockedPackage] = (),
 ) -> list[LockedPackage]:
     """Solve the conda part of one platform with py-rattler, then check it (exit 2 on either
     failure). ``virtual`` replaces the request's virtual packages; tests use it to show what the
-    solver says without ``__cuda``."""
+    solver says without ``__cuda``. ``preferred``: the previous lock's packages, kept where the
+    inputs allow."""
     from envfactory.build import rattler_adapter
 
     spec = request.spec(platform)
@@ -305,6 +321,7 @@ def solve_platform(
             platform,
             vpkgs,
             constraints=request.conda_constraints(platform),
+            preferred=preferred,
         )
     except rattler_adapter.Unsatisfiable as exc:
         absent = absent_names(exc.explanation)
@@ -326,7 +343,10 @@ def _plain(explanation: str) -> str:
 
 
 def _pip_target(
-    request: LockRequest, platform: Platform, conda: Sequence[LockedPackage]
+    request: LockRequest,
+    platform: Platform,
+    conda: Sequence[LockedPackage],
+    preferred: Sequence[LockedPackage] = (),
 ) -> PipTarget | None:
     requirements = request.pip_requirements(platform)
     if not requirements:
@@ -341,6 +361,7 @@ def _pip_target(
         conda_packages=tuple(conda),
         constraints=request.constraints(platform),
         index=request.pip_index,
+        preferences=tuple((p.name, p.version) for p in preferred if p.manager == "pip"),
     )
 
 
@@ -358,10 +379,11 @@ def _pip_packages(
     request: LockRequest,
     conda: Mapping[Platform, Sequence[LockedPackage]],
     progress: Progress,
+    prefer: Mapping[Platform, Sequence[LockedPackage]],
 ) -> dict[Platform, list[LockedPackage]]:
     """The pip part of every platform, resolved in parallel (each resolution is a uv process),
     then checked together with the platform's conda part."""
-    targets = {p: _pip_target(request, p, conda[p]) for p in request.platforms}
+    targets = {p: _pip_target(request, p, conda[p], prefer.get(p, ())) for p in request.platforms}
     jobs = {p: t for p, t in targets.items() if t is not None}
     out: dict[Platform, list[LockedPackage]] = {p: [] for p in request.platforms}
     if not jobs:
@@ -374,7 +396,7 @@ def _pip_packages(
         progress(f"{platform}: locking pip packages {', '.join(target.requirements)}")
     pypi.uv_binary()  # found once, before the threads (see uv_binary)
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        futures = {p: pool.submit(pypi.lock_target, t) for p, t in jobs.items()}
+        futures = {p: pool.submit(_pip_locked, t) for p, t in jobs.items()}
         results = {p: f.result() for p, f in futures.items()}
     for platform in request.platforms:
         if platform not in results:
@@ -391,6 +413,14 @@ def _pip_packages(
             raise refuse(request.name, platform, problems)
         out[platform] = packages
     return out
+
+
+def _pip_locked(target: PipTarget) -> list[LockedPackage]:
+    """The pip packages of ``target`` with what each requires: the lock records the edges, so a
+    package nothing requires can be told (``lockfile.unreachable``)."""
+    from envfactory.build import pipdeps, pypi
+
+    return pipdeps.with_dependencies(target, pypi.lock_target(target))
 
 
 def _rendered_inputs(request: LockRequest) -> list[RenderedFile]:
@@ -418,10 +448,21 @@ def _env_file_of(files: Sequence[RenderedFile], platform: Platform) -> str:
 
 
 def lock_combo(
-    request: LockRequest, directory: Path, progress: Progress | None = None
+    request: LockRequest,
+    directory: Path,
+    progress: Progress | None = None,
+    *,
+    prefer: Mapping[Platform, Sequence[LockedPackage]] | None = None,
+    write: bool = True,
 ) -> LockResult:
-    """Solve every requested platform and write the lock files into ``directory``."""
+    """Solve every requested platform and write the lock files into ``directory``.
+
+    ``prefer``: per platform, the packages of the lock being replaced that may stay
+    (``sticky.preferred``): the conda solver and uv keep them where the inputs allow, so only
+    what the inputs force moves. ``write=False`` solves and checks without writing
+    (``lock --dry-run``)."""
     say = progress or (lambda _m: None)
+    prefer = prefer or {}
     rendered = _rendered_inputs(request)
     conda: dict[Platform, list[LockedPackage]] = {}
     seconds: dict[Platform, float] = {}
@@ -434,19 +475,23 @@ def lock_combo(
             if problems:
                 raise refuse(request.name, platform, problems)
         else:
-            conda[platform] = solve_platform(request, platform)
+            conda[platform] = solve_platform(request, platform, preferred=prefer.get(platform, ()))
         seconds[platform] = time.perf_counter() - start
     start = time.perf_counter()
-    pip = _pip_packages(request, conda, say)
+    pip = _pip_packages(request, conda, say, prefer)
     pip_seconds = time.perf_counter() - start
     solved: dict[Platform, tuple[LockedPackage, ...]] = {}
     for platform in request.platforms:
-        solved[platform] = tuple(conda[platform]) + tuple(pip[platform])
+        # the lock, the explicit files and every record made from them carry no credentials
+        solved[platform] = tuple(
+            p._replace(url=redact_url(p.url), channel=redact_url(p.channel))
+            for p in (*conda[platform], *pip[platform])
+        )
         if pip[platform]:
             seconds[platform] += pip_seconds
         say(f"{platform}: {len(conda[platform])} conda + {len(pip[platform])} pip packages")
 
-    written = write_lock_set(directory, _lock_files(request, rendered, solved))
+    written = write_lock_set(directory, _lock_files(request, rendered, solved)) if write else []
     return LockResult(
         directory=directory,
         files=tuple(written),
@@ -535,7 +580,7 @@ def _lock_files(
         envfactory_version=__version__,
         regenerate=request.regenerate(),
         solver=solver,
-        channels=request.channel_map.describe(channel_names),
+        channels=_public(request.channel_map.describe(channel_names)),
         inputs_sha256=inputs_hash({p: request.inputs(p) for p in request.platforms}),
         inputs={p: request.inputs(p) for p in request.platforms},
         virtual_packages={p: request.virtual(p) for p in request.platforms},
@@ -546,14 +591,20 @@ def _lock_files(
     )
     packages = [pkg for p in request.platforms for pkg in solved[p]]
     sources = sorted({_env_file_of(rendered, p) for p in request.platforms})
-    lock_text = condalock_adapter.render_lock(
-        packages,
-        platforms=request.platforms,
-        channels=request.channel_map.urls(channel_names),
-        sources=sources,
-        content_hash=content_hash,
-        custom_metadata=metadata.to_custom_metadata(),
-    )
+
+    def render(meta: LockMetadata) -> str:
+        return condalock_adapter.render_lock(
+            packages,
+            platforms=request.platforms,
+            channels=[redact_url(u) for u in request.channel_map.urls(channel_names)],
+            sources=sources,
+            content_hash=content_hash,
+            custom_metadata=meta.to_custom_metadata(),
+        )
+
+    # written twice: the digest of the package list goes into the metadata above it
+    block = package_block(render(metadata)) or ""
+    lock_text = render(metadata._replace(packages_sha256=file_digest(block.encode("utf-8"))))
     return [*others, (LOCK_FILE, lock_text)]
 
 
@@ -609,11 +660,13 @@ class CheckResult:
     reasons: tuple[str, ...]
 
 
-def check_lock(request: LockRequest, directory: Path) -> CheckResult:
+def check_lock(request: LockRequest, directory: Path, *, resolve: bool = False) -> CheckResult:
     """Whether the lock in ``directory`` is the lock of ``request`` as it is now: the recorded
-    inputs against the current ones, and every file of the set against the digest conda-lock.yml
-    recorded for it. Reads only conda-lock.yml's metadata block (no conda-lock import, no
-    package list): the read floor."""
+    inputs against the current ones, every file of the set against the digest conda-lock.yml
+    recorded for it, and the package list against what a lock run writes (``lockreview``:
+    nothing unrequired, the same packages as the explicit files). ``resolve``: also solve again
+    against the locked versions and report any difference (``lockreview.resolve_differences``).
+    conda-lock is never imported."""
     path = directory / LOCK_FILE
     if not path.is_file():
         return CheckResult(False, (f"{path} does not exist",))
@@ -647,6 +700,28 @@ def check_lock(request: LockRequest, directory: Path) -> CheckResult:
     reasons += stale_files(directory, meta.files)
     if not reasons and meta.inputs_sha256 != inputs_hash(current_inputs):
         reasons.append("the recorded inputs hash does not match the inputs")
+    listed = meta.packages_sha256 is not None and header.packages_digest == meta.packages_sha256
+    if listed and not resolve:
+        # the package list is the one the lock was written with (a forger who recomputes the
+        # digest is caught by --resolve): no need to parse it
+        return CheckResult(not reasons, tuple(reasons))
+    from envfactory.build.lockreview import hand_edits, resolve_differences
+
+    explicit = {
+        p: (explicit_name(p), meta.files[explicit_name(p)])
+        for p in request.platforms
+        if explicit_name(p) in meta.files
+    }
+    lock, edits = hand_edits(path, directory, explicit)
+    if not listed and not edits:
+        edits = [
+            "the package list is not the one this lock was written with (edited by hand?)"
+            if meta.packages_sha256
+            else "the lock records no digest of its package list (made by an older envfactory)"
+        ]
+    reasons += edits
+    if resolve and not reasons:
+        reasons += resolve_differences(request, lock)
     return CheckResult(not reasons, tuple(reasons))
 
 

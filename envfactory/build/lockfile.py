@@ -26,13 +26,19 @@ file is validated (``_validated``, with ``envfactory.untrusted``). Whatever is w
 
 from __future__ import annotations
 
+import gc
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from urllib.parse import unquote
 
-from envfactory.build.checks import LockedPackage
+from envfactory.build.checks import LockedPackage, dependency_name
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
+
+if TYPE_CHECKING:
+    from envfactory.build.lockmeta import LockMetadata
 
 LOCK_HINT = (
     "regenerate it with 'envfactory lock' (a lock from a pull request is untrusted input; "
@@ -69,6 +75,15 @@ def read_lock(path: Path, memo: Path | None = None) -> LockContents:
     except Invalid as exc:
         raise UserInputError(f"{path} is not a conda-lock file: {exc}", LOCK_HINT) from None
     return _validated(lock, path)
+
+
+def read_lock_for_review(path: Path) -> tuple[LockContents, list[LockedPackage]]:
+    """``read_lock`` for ``lock --check``, which reports rather than refuses: the lock, and the
+    packages no recorded spec reaches (``unreachable``), which ``read_lock`` refuses."""
+    try:
+        return read_lock(path), []
+    except Unreachable as exc:
+        return exc.lock, exc.stray
 
 
 MEMO_FORMAT = 1
@@ -113,6 +128,12 @@ def _parse_yaml(path: Path, text: str) -> dict[Any, Any]:
 
     check_bounds(text, str(path), "pyyaml")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    # Python's cycle collector runs over and over while a large document is built (millions of
+    # new containers; check_bounds has bounded how many): loading a 16,000-package lock took
+    # 4.4 s of CPU with it, 1.9 s without (benchmarks/bench_lock_read.py). Whatever cycle the
+    # document holds is collected after, as usual.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         content = yaml.load(text, Loader=loader)
     except yaml.YAMLError as exc:
@@ -120,6 +141,9 @@ def _parse_yaml(path: Path, text: str) -> dict[Any, Any]:
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise UserInputError(f"{where}: not valid YAML: {problem}", LOCK_HINT) from None
+    finally:
+        if collecting:
+            gc.enable()
     if content is None:
         raise UserInputError(f"{path} is empty", LOCK_HINT)
     if not isinstance(content, dict):
@@ -425,29 +449,50 @@ def toposort(data: Mapping[str, set[str]]) -> list[str]:
     """conda's ``toposort(data, safe=True)`` (conda/common/toposort.py, BSD-3-Clause, as
     vendored by conda-lock): names in dependency order, ties alphabetical; a cycle is broken at
     the name with the fewest dependencies left (ties alphabetical), and ``python`` never waits
-    for ``pip``."""
+    for ``pip``.
+
+    conda's version rescans every remaining name on each round, so a chain of n packages costs
+    n**2 steps (a 16,000-package lock took over a minute, issue 28). The same rounds here:
+    each name counts its unmet dependencies and knows its dependants, so a round visits only
+    the names it releases; a heap of (unmet count, name) finds where to break a cycle."""
+    import heapq
+
     graph = {k: set(v) for k, v in data.items()}
     if "python" in graph:
         graph["python"].discard("pip")
-    if not graph:
-        return []
     for name, deps in graph.items():
         deps.discard(name)
-    for item in set().union(*graph.values()) - graph.keys():
+    for item in {d for deps in graph.values() for d in deps} - graph.keys():
         graph[item] = set()
+    unmet = {name: len(deps) for name, deps in graph.items()}
+    dependants: dict[str, list[str]] = {name: [] for name in graph}
+    for name, deps in graph.items():
+        for dep in deps:
+            dependants[dep].append(name)
+    fewest = [(count, name) for name, count in unmet.items()]
+    heapq.heapify(fewest)
     out: list[str] = []
-    while graph:
-        ready = sorted(name for name, deps in graph.items() if not deps)
+    ready = sorted(name for name, count in unmet.items() if count == 0)
+    while unmet:
         if not ready:
-            # a cycle: conda's _safe_toposort pops the name with the fewest dependencies
-            name = min(graph.items(), key=lambda item: (len(item[1]), item[0]))[0]
+            # a cycle: conda's _safe_toposort pops the name with the fewest dependencies left
+            while True:
+                count, name = heapq.heappop(fewest)
+                if unmet.get(name) == count:
+                    break
             ready = [name]
+        released = []
         for name in ready:
             out.append(name)
-            del graph[name]
-        done = set(ready)
-        for deps in graph.values():
-            deps -= done
+            del unmet[name]
+        for name in ready:
+            for dependant in dependants[name]:
+                if dependant in unmet:
+                    unmet[dependant] -= 1
+                    heapq.heappush(fewest, (unmet[dependant], dependant))
+                    if unmet[dependant] == 0:
+                        released.append(dependant)
+        ready = sorted(released)
     return out
 
 
@@ -466,7 +511,7 @@ def _validated(lock: Document, path: Path) -> LockContents:
         if problem:
             raise UserInputError(f"{path}: channel {channel!r}: {problem}", LOCK_HINT)
     custom = dict(lock.custom_metadata or {})
-    _check_custom_metadata(custom, path)
+    meta = _check_custom_metadata(custom, path)
     packages = []
     for index, dep in enumerate(lock.package):
         pkg = _package(dep)
@@ -478,13 +523,37 @@ def _validated(lock: Document, path: Path) -> LockContents:
                 LOCK_HINT,
             )
         packages.append(pkg)
-    return LockContents(
+    collision = case_collision(packages)
+    if collision:
+        raise UserInputError(f"{path}: {collision}", LOCK_HINT)
+    contents = LockContents(
         packages=tuple(packages),
         platforms=tuple(cast(Platform, p) for p in lock.platforms),
         channels=lock.channels,
         content_hash=dict(lock.content_hash),
         custom_metadata=custom,
     )
+    # a lock made before envfactory recorded pip dependencies (no packages_sha256, no pip
+    # package with any) has none: its pip packages count as required (lock --check calls such
+    # a lock stale, and create builds no sdist it has not vetted)
+    edges = bool(meta.packages_sha256) or any(p.depends for p in packages if p.manager == "pip")
+    stray = unreachable(packages, meta.inputs, str(path), pip_edges=edges)
+    if stray:
+        raise Unreachable(f"{path}: {describe_unreachable(stray)}", contents, stray)
+    return contents
+
+
+class Unreachable(UserInputError):
+    """A lock names packages that none of its recorded specs requires."""
+
+    def __init__(self, message: str, lock: LockContents, stray: list[LockedPackage]) -> None:
+        super().__init__(
+            message,
+            "a package nothing requires was added to the lock by hand (an sdist there would "
+            "run its build backend at create); " + LOCK_HINT,
+        )
+        self.lock = lock
+        self.stray = stray
 
 
 def _package(dep: Dependency) -> LockedPackage:
@@ -535,17 +604,20 @@ def _package_problem(pkg: LockedPackage, platforms: Sequence[str]) -> str | None
         return f"version {pkg.version!r} is not a conda version"
     if not u.CONDA_BUILD.fullmatch(pkg.build):
         return f"build {pkg.build!r} is not a conda build string (letters, digits, '_', '.', '+')"
+    if "?" in pkg.url:
+        return "a conda package URL has a query ('?'); the file name must end the URL"
     if pkg.subdir not in u.KNOWN_SUBDIRS:
         return f"the url's subdir {pkg.subdir!r} is not a conda platform"
     if pkg.subdir not in (pkg.platform, "noarch"):
         return f"the url's subdir {pkg.subdir!r} is neither {pkg.platform} nor noarch"
     stem = f"{pkg.name}-{pkg.version}-{pkg.build}"
-    if pkg.filename not in (f"{stem}.tar.bz2", f"{stem}.conda"):
+    # conda-lock percent-encodes the epoch's '!' in URLs (x264-1%21164.3095-h8bd6ef3_1.tar.bz2)
+    if unquote(pkg.filename) not in (f"{stem}.tar.bz2", f"{stem}.conda"):
         return f"the url's file name is not {stem}.tar.bz2 or {stem}.conda"
     return None
 
 
-def _check_custom_metadata(custom: Mapping[str, str], path: Path) -> None:
+def _check_custom_metadata(custom: Mapping[str, str], path: Path) -> LockMetadata:
     """envfactory's record in the lock, read the way create, mirror, kernel and --check read it
     (``LockMetadata``: its JSON parses), then held to where its values go
     (``lockmeta.check_record``, which ``lock --check`` applies too)."""
@@ -553,6 +625,107 @@ def _check_custom_metadata(custom: Mapping[str, str], path: Path) -> None:
 
     meta = LockMetadata.from_custom_metadata(custom, where=str(path))
     check_record(meta, str(path))
+    return meta
+
+
+def _key(name: str) -> str:
+    """One name for a conda package and the PyPI project it packages (PEP 503's rule)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def case_collision(packages: Sequence[LockedPackage]) -> str | None:
+    """Two packages of one platform and manager whose names differ only in case (conda: rattler
+    lower-cases names and panicked on ``Foo`` beside ``foo``) or, for pip, in PEP 503's
+    normalization (``Foo_Bar`` and ``foo-bar`` are one project)."""
+    seen: dict[tuple[str, str, str], str] = {}
+    for pkg in packages:
+        folded = pkg.name.lower() if pkg.manager == "conda" else _key(pkg.name)
+        first = seen.setdefault((pkg.platform, pkg.manager, folded), pkg.name)
+        if first != pkg.name:
+            return (
+                f"{pkg.manager} packages {first!r} and {pkg.name!r} for {pkg.platform} are one "
+                f"name to {'conda' if pkg.manager == 'conda' else 'pip'} (names are compared "
+                "case-insensitively), so the lock names the same package twice"
+            )
+    return None
+
+
+def unreachable(
+    packages: Sequence[LockedPackage],
+    inputs: Mapping[Platform, Mapping[str, Any]],
+    where: str,
+    *,
+    pip_edges: bool = True,
+) -> list[LockedPackage]:
+    """The packages no recorded spec reaches through the lock's own dependencies, per platform:
+    the roots are the names of the conda specs and pip requirements envfactory recorded
+    (``inputs``), the edges every package's ``dependencies`` (a conda package's ``depends``;
+    for pip, the edges ``pipdeps`` recorded). A lock that records no inputs for a platform (a
+    third party's conda-lock file) is not checked there; ``lock --check`` calls it stale.
+    Without ``pip_edges`` (a lock older than the pip edges) every pip package is a root. One
+    pass over packages and edges."""
+    by_platform: dict[str, list[LockedPackage]] = {}
+    for pkg in packages:
+        by_platform.setdefault(pkg.platform, []).append(pkg)
+    out: list[LockedPackage] = []
+    for platform, members in by_platform.items():
+        recorded = inputs.get(cast(Platform, platform))
+        if recorded is None:
+            continue
+        roots = _root_names(recorded, where, platform)
+        if not pip_edges:
+            roots |= {_key(p.name) for p in members if p.manager == "pip"}
+        edges: dict[str, list[str]] = {}
+        for pkg in members:
+            edges.setdefault(_key(pkg.name), []).extend(
+                _key(dependency_name(d)) for d in pkg.depends
+            )
+        reached: set[str] = set()
+        todo = [r for r in roots if r in edges]
+        while todo:
+            name = todo.pop()
+            if name in reached:
+                continue
+            reached.add(name)
+            todo += [d for d in edges.get(name, ()) if d not in reached]
+        out += [p for p in members if _key(p.name) not in reached]
+    return out
+
+
+def _root_names(recorded: Mapping[str, Any], where: str, platform: str) -> set[str]:
+    conda, pip = recorded.get("conda", []), recorded.get("pip", [])
+    if not (isinstance(conda, list) and isinstance(pip, list)) or not all(
+        isinstance(s, str) for s in (*conda, *pip)
+    ):
+        raise UserInputError(
+            f"{where}: the recorded inputs for {platform} do not list the specs as strings",
+            LOCK_HINT,
+        )
+    names = {_key(dependency_name(s.rsplit("::", 1)[-1])) for s in conda}
+    names |= {_key(m.group(0)) for s in pip if (m := _PEP508_NAME.match(s.strip()))}
+    return names
+
+
+_PEP508_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def describe_package(pkg: LockedPackage) -> str:
+    sdist = ", an sdist" if _sdist(pkg) else ""
+    return f"{pkg.manager} package {pkg.name} {pkg.version} ({pkg.platform}{sdist})"
+
+
+def describe_unreachable(stray: Sequence[LockedPackage]) -> str:
+    """One line naming what nothing requires (the first five, then a count)."""
+    shown = ", ".join(describe_package(p) for p in stray[:5])
+    more = f" and {len(stray) - 5} more" if len(stray) > 5 else ""
+    return (
+        f"{shown}{more}: no spec the lock records reaches "
+        f"{'it' if len(stray) == 1 else 'them'} through the lock's own dependencies"
+    )
+
+
+def _sdist(pkg: LockedPackage) -> bool:
+    return pkg.manager == "pip" and not pkg.filename.endswith(".whl")
 
 
 def _build_from_url(url: str, manager: str) -> str:

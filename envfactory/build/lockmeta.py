@@ -45,6 +45,9 @@ class LockMetadata(NamedTuple):
     #: channel name -> the URL it had when the lock was made (``mirror``/``--channel-map`` use it)
     channels: Mapping[str, str] = EMPTY
     inputs_sha256: str | None = None
+    #: ``file_digest`` of conda-lock.yml's text outside this block, the package list above all
+    #: (``package_block``): ``lock --check`` tells a list edited by hand without parsing it
+    packages_sha256: str | None = None
     #: per platform: everything the lock depends on (compared by ``lock --check``)
     inputs: Mapping[Platform, Mapping[str, Any]] = EMPTY
     #: per platform: the virtual packages the solve assumed (``__cuda``, ``__glibc``, ...)
@@ -70,6 +73,7 @@ class LockMetadata(NamedTuple):
             "regenerate": self.regenerate,
             "solver": self.solver,
             "inputs_sha256": self.inputs_sha256,
+            "packages_sha256": self.packages_sha256,
         }
         out.update({f"{PREFIX}{k}": v for k, v in scalars.items() if v is not None})
         out[f"{PREFIX}channels"] = json.dumps(dict(self.channels))
@@ -108,6 +112,7 @@ class LockMetadata(NamedTuple):
             solver=meta.get(f"{PREFIX}solver"),
             channels=_json_strings(meta.get(f"{PREFIX}channels"), where, "channels"),
             inputs_sha256=meta.get(f"{PREFIX}inputs_sha256"),
+            packages_sha256=meta.get(f"{PREFIX}packages_sha256"),
             inputs={
                 p: _json_object(text, where, f"inputs.{p}")
                 for p, text in _platform_keys(meta, "inputs").items()
@@ -167,10 +172,30 @@ LOCK_HINT = (
 
 
 class LockHeader(NamedTuple):
-    """The metadata block of a conda-lock.yml: its platforms and envfactory's record."""
+    """The metadata block of a conda-lock.yml: its platforms and envfactory's record, and the
+    ``file_digest`` of the text outside the block (``package_block``)."""
 
     platforms: tuple[str, ...]
     metadata: LockMetadata
+    packages_digest: str | None = None
+
+
+def package_block(text: str) -> str | None:
+    """conda-lock.yml's text outside its ``metadata`` block: the header, ``version`` and the
+    package list, and any other top-level key an editor added (the digest of this text is
+    recorded inside the block, ``LockMetadata.packages_sha256``). The block runs from the
+    ``metadata:`` line to the next line that starts a top-level entry. None without a block."""
+    out = []
+    inside = found = False
+    for line in text.splitlines(keepends=True):
+        if line.startswith("metadata:"):
+            inside = found = True
+            continue
+        if inside and line[:1] not in (" ", "\t", "#", "\n", "\r", ""):
+            inside = False
+        if not inside:
+            out.append(line)
+    return "".join(out) if found else None
 
 
 def read_lock_header(path: Path) -> LockHeader:
@@ -215,7 +240,9 @@ def read_lock_header(path: Path) -> LockHeader:
         )
     meta = LockMetadata.from_custom_metadata(custom, where=where)
     check_record(meta, where)
-    return LockHeader(tuple(platforms), meta)
+    block = package_block(text)
+    digest = None if block is None else file_digest(block.encode("utf-8"))
+    return LockHeader(tuple(platforms), meta, digest)
 
 
 def check_record(meta: LockMetadata, where: str) -> None:

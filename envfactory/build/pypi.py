@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -130,6 +131,8 @@ class PipTarget:
     constraints: tuple[Constraint, ...] = ()
     index: str | None = None
     exclude_newer: str | None = None
+    #: (name, version) of the previous lock's pip packages, which uv keeps where it can
+    preferences: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> str:
         return f"{' '.join(self.requirements)} for {self.platform}, python {self.python}"
@@ -217,6 +220,9 @@ def _resolve(target: PipTarget, only_binary: tuple[str, ...]) -> list[LockedPack
         command = target.uv_command(requirements, constraints)
         for name in only_binary:
             command += ["--only-binary", name]
+        output = _preferences_file(Path(tmp), target.preferences)
+        if output is not None:
+            command += ["--output-file", str(output)]
         try:
             proc = subprocess.run(
                 command,
@@ -231,6 +237,9 @@ def _resolve(target: PipTarget, only_binary: tuple[str, ...]) -> list[LockedPack
             raise ToolError(
                 f"uv ran longer than {UV_TIMEOUT_S} s while resolving {target.describe()}"
             ) from None
+        text = proc.stdout
+        if output is not None and proc.returncode == 0:
+            text = output.read_text(encoding="utf-8")
     if proc.returncode != 0:
         tail = "\n".join(f"  {line}" for line in proc.stderr.strip().splitlines()[-16:])
         raise ToolError(
@@ -239,11 +248,30 @@ def _resolve(target: PipTarget, only_binary: tuple[str, ...]) -> list[LockedPack
             "for the target python and platform, that the requirements agree with the conda "
             "packages, and see 'envfactory show COMBO' for the companion constraints",
         )
-    packages = packages_from_pylock(proc.stdout, target)
+    packages = packages_from_pylock(text, target)
     forced = {canonicalize_name(n) for n in only_binary}
     if any(is_sdist(p) and p.name in forced for p in packages):
         raise ToolError(f"uv locked an sdist of one of {', '.join(sorted(forced))}")
     return packages
+
+
+def _preferences_file(folder: Path, preferences: Sequence[tuple[str, str]]) -> Path | None:
+    """The previous pins as an existing output file: uv's ``pip compile`` keeps the versions of
+    the file it writes to where the requirements allow (its ``--upgrade-package`` mechanism);
+    uv wants the name ``pylock.toml``, and needs only names and versions from it."""
+    if not preferences:
+        return None
+    lines = ['lock-version = "1.0"', 'created-by = "envfactory"']
+    for name, version in sorted(preferences):
+        lines += [
+            "",
+            "[[packages]]",
+            f"name = {json.dumps(name)}",
+            f"version = {json.dumps(version)}",
+        ]
+    path = folder / "pylock.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
 
 
 def packages_from_pylock(text: str, target: PipTarget) -> list[LockedPackage]:

@@ -77,19 +77,25 @@ def solve(
     platform: Platform,
     virtual_packages: Mapping[str, str],
     constraints: Sequence[str] = (),
+    preferred: Sequence[LockedPackage] = (),
 ) -> list[LockedPackage]:
     """Solve ``specs`` for ``platform`` against ``channels`` (URLs), with exactly the given
     virtual packages (never the host's). ``constraints`` bound packages without requiring them
-    (the combo's companion constraints). Raises ``Unsatisfiable`` with the solver's text."""
+    (the combo's companion constraints). ``preferred``: the packages of the previous lock,
+    which the solver keeps where the specs allow (rattler's ``locked_packages``, as pixi uses
+    them). Raises ``Unsatisfiable`` with the solver's text."""
     parsed = [match_spec(s) for s in specs]
     bounds = [match_spec(s) for s in constraints]
 
     async def run() -> list[RepoDataRecord]:
+        gateway = rattler.Gateway()
+        locked = await _channel_records(gateway, channels, platform, preferred)
         return await rattler.solve(
             sources=list(channels),
             specs=parsed,
-            gateway=rattler.Gateway(),
+            gateway=gateway,
             platforms=[platform, "noarch"],
+            locked_packages=locked or None,
             virtual_packages=_virtual(virtual_packages),
             constraints=bounds or None,
         )
@@ -105,6 +111,44 @@ def solve(
             "<subdir>/repodata.json and noarch/repodata.json",
         ) from None
     return sorted((_locked(r, platform) for r in records), key=lambda p: p.name)
+
+
+async def _channel_records(
+    gateway: rattler.Gateway,
+    channels: Sequence[str],
+    platform: Platform,
+    packages: Sequence[LockedPackage],
+) -> list[RepoDataRecord]:
+    """The channels' own records of the previous lock's conda packages: same subdir, file name
+    and hash. rattler takes a locked record as a candidate even when no channel offers it (a
+    file deleted upstream, a channel no longer mapped) and returns it as it was given; a lock
+    reads neither ``constrains`` nor the channel's exact ``depends``, so the record handed to
+    the solver is always the channel's. A package no channel holds any more is not preferred:
+    it moves."""
+    wanted = {(p.subdir, p.filename): p for p in packages if p.manager == "conda"}
+    if not wanted:
+        return []
+    names = sorted({p.name for p in wanted.values()})
+    groups = await gateway.query(list(channels), [platform, "noarch"], names, recursive=False)
+    out: list[RepoDataRecord] = []
+    for group in groups:
+        for record in group:
+            pkg = wanted.pop((str(record.subdir), str(record.file_name)), None)
+            if pkg is None:
+                continue
+            if _same_file(pkg, record):
+                out.append(record)
+            else:
+                wanted[(pkg.subdir, pkg.filename)] = pkg  # another channel may hold the file
+    return out
+
+
+def _same_file(pkg: LockedPackage, record: RepoDataRecord) -> bool:
+    if pkg.sha256 and record.sha256:
+        return bool(pkg.sha256 == record.sha256.hex())
+    if pkg.md5 and record.md5:
+        return bool(pkg.md5 == record.md5.hex())
+    return False
 
 
 def offered_versions(

@@ -182,7 +182,12 @@ def _pin_comment(pin: CondaPin | PipPin) -> str | None:
 def _constraint_comment(c: Constraint) -> str:
     # No square brackets: conda-lock reads '# [...]' after a dependency as a platform selector.
     state = "; UNCONFIRMED" if not c.confirmed else ""
-    return f"companion constraint, sources: {', '.join(c.sources)}{state}"
+    kind = {
+        "declared": "declared by TF",
+        "breakage": "known breakage",
+        "preference": "lock preference",
+    }
+    return f"{kind[c.kind]}, sources: {', '.join(c.sources)}{state}"
 
 
 def _environment_context(

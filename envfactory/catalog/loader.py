@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast, get_args
 
 from envfactory.catalog.model import (
+    BOUND_KINDS,
     PLATFORMS,
     ROUTES,
     VARIANT_PACKAGES,
@@ -87,7 +88,7 @@ class _Loader:
             m = r.mapping(
                 node,
                 "constraint",
-                {"package", "spec", "tensorflow", "sources", "confirmed"},
+                {"package", "spec", "tensorflow", "sources", "confirmed", "kind"},
                 {"note", "conda_name", "not_channels"},
             )
             package = r.string(m, "package", "constraint")
@@ -102,8 +103,17 @@ class _Loader:
                         f"{key} '{text}' of the {what} is not a version specifier",
                         "write e.g. '<3.20' or '>=1.13,<2.4'",
                     ) from None
+            kind = r.string(m, "kind", what)
+            if kind not in BOUND_KINDS:
+                raise r.fail(
+                    m,
+                    f"kind '{kind}' of the {what} is not one of {', '.join(BOUND_KINDS)}",
+                    "declared: the releases' Requires-Dist; breakage: a sourced report; "
+                    "preference: a choice lock makes",
+                )
             out.append(
                 Constraint(
+                    kind=kind,
                     package=package,
                     spec=r.string(m, "spec", what),
                     tensorflow=r.string(m, "tensorflow", what),

@@ -96,6 +96,10 @@ class PipPin:
         return re.split(r"[\[=<>!~ ;]", self.requirement, maxsplit=1)[0].lower()
 
 
+BoundKind = Literal["declared", "breakage", "preference"]
+BOUND_KINDS: tuple[BoundKind, ...] = ("declared", "breakage", "preference")
+
+
 @dataclass(frozen=True)
 class Constraint:
     """A companion constraint: a bound on a transitive package that decides whether a TensorFlow
@@ -110,6 +114,10 @@ class Constraint:
     note: str | None = None
     conda_name: str | None = None
     not_channels: tuple[str, ...] = ()
+    kind: BoundKind = "preference"
+    """'declared': every release in range declares it (its Requires-Dist); 'breakage': a sourced
+    report of the failure past it; 'preference': a tighter choice lock makes for safety, never
+    reported as a problem by audit"""
 
     @property
     def requirement(self) -> str:

@@ -12,6 +12,7 @@ from envfactory.catalog.model import (
     CondaPin,
     Fact,
     PipPin,
+    PlatformRoute,
     os_of,
 )
 from envfactory.errors import nearest
@@ -89,6 +90,7 @@ def describe(catalog: Catalog, combo: Combo) -> dict[str, Any]:
             "sass": list(route.targets.sass),
             "ptx": list(route.targets.ptx),
             "targets_confirmed": route.targets.confirmed,
+            "declared": _declared_view(route, combo.python_default, platform),
         }
     uncovered = {}
     for platform, gap in combo.uncovered.items():
@@ -104,6 +106,7 @@ def describe(catalog: Catalog, combo: Combo) -> dict[str, Any]:
     for c in combo.constraints:
         cite(c.sources)
         view: dict[str, Any] = {
+            "kind": c.kind,
             "package": c.package,
             "spec": c.spec,
             "requirement": c.requirement,
@@ -161,6 +164,29 @@ def describe(catalog: Catalog, combo: Combo) -> dict[str, Any]:
             for sid in sorted(used_sources)
         },
     }
+
+
+def _declared_view(route: PlatformRoute, python: str, platform: str) -> dict[str, Any] | None:
+    """The bounds a pip TensorFlow pin of this route declares itself (its wheel's Requires-Dist
+    for the combo's default Python on this platform; data/tf-requires.json)."""
+    from envfactory.catalog import tfmeta
+
+    for pin in route.pip:
+        name, _, version = pin.requirement.partition("==")
+        if name.strip().lower() not in tfmeta.DISTRIBUTIONS or not version:
+            continue
+        found = tfmeta.declared(name.strip(), version.strip(), python, platform)
+        if not found:
+            continue
+        return {
+            "kind": "declared",
+            "distribution": name.strip(),
+            "version": version.strip(),
+            "python": python,
+            "source": found[0].source,
+            "requirements": [str(d.requirement) for d in found],
+        }
+    return None
 
 
 # "tf2.10", "tensorflow 2.10", "TF-2.10.1", "2.10": a TensorFlow version as users write it,

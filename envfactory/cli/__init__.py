@@ -48,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "create": "lock_cmds",
     "verify": "lock_cmds",
     "cache": "lock_cmds",
+    "diff": "diff_cmds",
     "mirror": "project_cmds",
     "kernel": "project_cmds",
     "audit": "diagnose_cmds",

@@ -87,6 +87,13 @@ def show(
     return EXIT_OK
 
 
+KIND_TITLES = {
+    "declared": "declared by TF",
+    "breakage": "known breakage",
+    "preference": "lock preference (not a problem for audit)",
+}
+
+
 def _mark(item: dict[str, Any]) -> str:
     flag = "" if item["confirmed"] else "  [UNCONFIRMED]"
     note = f"  ({item['note']})" if item.get("note") else ""
@@ -140,9 +147,20 @@ def _print_show(doc: dict[str, Any]) -> None:
         for other, pins in others.items():
             out.print(f"  pins (python {other}): {' '.join(pins)}")
     if doc["constraints"]:
-        out.print("\ncompanion constraints (conda and pip side; see docs/closures.md)")
+        out.print(
+            "\nbounds (conda and pip side; kind: declared by TF's releases, known breakage, or "
+            "lock preference; see docs/closures.md)"
+        )
         for c in doc["constraints"]:
-            out.print(f"  {c['requirement']}{_mark(c)}")
+            out.print(f"  {c['requirement']}  {KIND_TITLES[c['kind']]}{_mark(c)}")
+    for platform, info in doc["platforms"].items():
+        declared = info.get("declared")
+        if declared:
+            out.print(
+                f"\n{platform}: declared by {declared['distribution']} {declared['version']} "
+                f"(python {declared['python']}; {declared['source']})"
+            )
+            out.print(f"  {', '.join(declared['requirements'])}")
     for platform, gap in doc["uncovered"].items():
         alt = f"; use {gap['alternative']}" if gap["alternative"] else ""
         out.print(f"\n{platform}: not covered: {gap['reason']}{alt}")

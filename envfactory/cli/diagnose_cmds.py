@@ -162,8 +162,10 @@ def audit(
                 out.print(f"  {f.severity}: [{f.id}] {f.message}")
                 out.print(f"    cause: {f.cause}")
                 out.print(f"    fix: {f.fix}")
-            if not r.findings:
-                out.print("  no inconsistency found")
+            verdict = f"unknown: not checked ({r.unchecked})" if r.unchecked else r.verdict
+            if r.verdict == "inconsistent":
+                verdict = r.verdict
+            out.print(f"  TensorFlow verdict: {verdict}")
             if r.closest:
                 out.print(f"  closest combo: {r.closest} ({r.closest_why})")
                 out.print("  envfactory.yaml entry that rebuilds it:")

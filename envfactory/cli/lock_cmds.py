@@ -9,10 +9,19 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import typer
 
 from envfactory.cli import conventions
-from envfactory.cli.output import choose, detail, note, print_json, stdout_console, warn
+from envfactory.cli.output import (
+    choose,
+    detail,
+    note,
+    print_json,
+    stdout_console,
+    warn,
+    write_lines,
+)
 from envfactory.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS_FOUND, UserInputError
 
 if TYPE_CHECKING:  # each command imports what it uses when it runs
+    from envfactory.build.channels import ChannelMap
     from envfactory.build.lock import LockRequest
     from envfactory.catalog.platforms import Platform
 
@@ -138,6 +147,13 @@ def lock(
         help="Do not solve: exit 0 when every lock matches its current inputs, 1 with the "
         "reasons when one is stale.",
     ),
+    resolve: bool = typer.Option(
+        False,
+        "--resolve",
+        help="With --check: also solve again (py-rattler, and uv for pip) with every locked "
+        "version as a constraint, and fail on any difference from the lock. Use it in CI on "
+        "locks from pull requests.",
+    ),
     virtual_package_spec: Path | None = typer.Option(
         None,
         "--virtual-package-spec",
@@ -157,12 +173,33 @@ def lock(
         help="Directory that receives NAME/ with the lock files. Default: locks/ next to "
         "envfactory.yaml for project environments, ./locks for combos.",
     ),
+    update: list[str] = typer.Option(
+        [],
+        "--update",
+        "-u",
+        metavar="PKG",
+        help="Move PKG (conda or pip) to the newest version the inputs allow, and only what it "
+        "needs with it; every other package keeps its locked version. Repeatable, or PKG,PKG.",
+    ),
+    update_all: bool = typer.Option(
+        False,
+        "--update-all",
+        help="Solve from scratch: every package may move (the default keeps the existing "
+        "lock's packages where the inputs allow).",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Solve and show what would change, without writing anything."
+    ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
     quiet: bool = conventions.quiet_option(),
     verbose: int = conventions.verbose_option(),
 ) -> int:
     """Solve a project environment or a combo into locks/NAME/conda-lock.yml and one explicit
     file per platform; with no NAME, every environment of ./envfactory.yaml.
+
+    A re-lock is sticky: the packages of the existing lock are preferred, so only what the
+    changed inputs require moves (--update PKG moves PKG, --update-all everything). What
+    changed is printed per platform, as 'envfactory diff' prints it.
 
     Each platform is solved with the combo's virtual packages (__cuda = its CUDA, __glibc,
     __unix/__win), never this machine's. The solution is refused (exit 2) when it holds a CPU
@@ -178,8 +215,10 @@ def lock(
         virtual_package_spec, pip_index, out,
     )  # fmt: skip
     many = target is None
+    if resolve and not check:
+        raise UserInputError("--resolve goes with --check", "envfactory lock --check --resolve")
     if check:
-        results = [(t, check_lock(t.request, t.directory)) for t in targets]
+        results = [(t, check_lock(t.request, t.directory, resolve=resolve)) for t in targets]
         all_fresh = all(r.fresh for _, r in results)
         if as_json:
             views = {
@@ -207,17 +246,45 @@ def lock(
             lines.append(f"{path} is stale: {t.label}")
             lines += [f"  {reason}" for reason in r.reasons]
             lines.append(f"regenerate: {_regenerate(t.request, virtual_package_spec, out)}")
-        sys.stdout.write("".join(f"{line}\n" for line in lines))
-        sys.stdout.flush()
+        write_lines(lines)
         return EXIT_OK if all_fresh else EXIT_BAD_INPUT
 
+    from envfactory.build import relock
+    from envfactory.build.diff import compare, side_from_packages, to_json, to_text
+
+    names = [n.strip() for item in update for n in item.split(",") if n.strip()]
+    if names and update_all:
+        raise UserInputError("give --update PKG or --update-all, not both")
     console = stdout_console()
 
+    previous_of = {
+        t.directory: relock.previous_lock(t.directory / "conda-lock.yml") for t in targets
+    }
+    relock.check_update_names(list(previous_of.values()), names, target or "")
     views_out: dict[str, Any] = {}
     for t in targets:
         req = t.request
-        note(f"locking {t.label} for {', '.join(req.platforms)} (python {req.python})")
-        result = lock_combo(req, t.directory, progress=None if as_json else _progress)
+        previous = previous_of[t.directory]
+        if previous.unreadable:
+            note(f"note: the existing lock is not used as a preference: {previous.unreadable}")
+        prefer = relock.preferred(previous, None if update_all else names)
+        verb = "solving (dry run)" if dry_run else "locking"
+        note(f"{verb} {t.label} for {', '.join(req.platforms)} (python {req.python})")
+        result = lock_combo(
+            req,
+            t.directory,
+            progress=None if as_json else _progress,
+            prefer=prefer,
+            write=not dry_run,
+        )
+        change = compare(
+            side_from_packages(str(previous.path), previous.packages),
+            side_from_packages(
+                "dry run" if dry_run else "new lock",
+                result.packages,
+                {p: req.inputs(p) for p in req.platforms},
+            ),
+        )
         platforms_view = {
             p: {
                 "conda": sum(1 for x in pkgs if x.manager == "conda"),
@@ -231,6 +298,7 @@ def lock(
             "directory": str(t.directory),
             "files": [str(p) for p in result.files],
             "platforms": platforms_view,
+            "changes": to_json(change)["platforms"],
         }
         if as_json:
             continue
@@ -240,8 +308,13 @@ def lock(
                 f"{prefix}{p}: {counts['conda']} conda + {counts['pip']} pip packages in "
                 f"{result.solve_seconds[p]:.2f} s"
             )
+        if previous.packages:
+            for line in to_text(change, header=False):
+                console.print(f"{prefix}{line}" if not line.startswith(" ") else line)
         for path in result.files:
             console.print(f"wrote {path}")
+        if dry_run:
+            console.print(f"dry run: nothing written to {t.directory}")
     if as_json:
         if many:
             print_json({"environments": views_out})
@@ -316,6 +389,13 @@ def create(
     yes: bool = conventions.yes_option(
         "Accepted for conda's hands; create never asks (an existing env needs --force)."
     ),
+    update: bool = typer.Option(
+        False,
+        "--update",
+        help="Bring an environment that envfactory created from an older lock to this lock: "
+        "the packages both hold are kept, only what differs is linked; the old environment "
+        "stays as it was until the new one is complete.",
+    ),
 ) -> int:
     """Create an environment with exactly the locked packages for this platform.
 
@@ -360,6 +440,10 @@ def create(
     cmap = load_channel_map(channel_map, config=config)
     if dry_run:
         return _dry_run(lock_path, where, chosen, force)
+    if update:
+        if force:
+            raise UserInputError("give --update or --force, not both")
+        return _update(lock_path, where, chosen, cmap, pip_index, allow_build)
     note(f"creating {where} from {lock_path}")
     # A bar with bytes and rate on a terminal, lines under -v elsewhere (cli/transfer.py)
     bar = transfer_display("packages")
@@ -397,8 +481,7 @@ def create(
     listing = register(result.prefix)
     if listing is not None:
         detail(f"registered {result.prefix} in {listing} (conda env list shows it)")
-    sys.stdout.write("".join(f"{line}\n" for line in lines))
-    sys.stdout.flush()
+    write_lines(lines)
     if result.activation_note:
         warn(f"note: {result.activation_note}")
     return EXIT_OK
@@ -429,6 +512,44 @@ def _dry_run(lock_path: Path, where: Path, platform: Platform | None, force: boo
     )
     for pkg in sorted(packages, key=lambda p: (p.manager, p.name)):
         detail(f"  {pkg.manager} {pkg.name} {pkg.version}")
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def _update(
+    lock_path: Path,
+    prefix: Path,
+    platform: Platform | None,
+    channel_map: ChannelMap,
+    pip_index: Path | None,
+    allow_build: list[str],
+) -> int:
+    """create --update: the environment brought to the lock, and what changed."""
+    from envfactory.build.update import describe, update_environment
+    from envfactory.cli.transfer import transfer_display
+
+    note(f"updating {prefix} to {lock_path}")
+    bar = transfer_display("packages")
+    try:
+        done = update_environment(
+            lock_path,
+            prefix,
+            platform=platform,
+            progress=_progress,
+            channel_map=channel_map,
+            wheel_dir=pip_index,
+            cache_progress=bar,
+            allow_build=allow_build,
+        )
+    finally:
+        bar.stop()
+    result = done.created
+    lines = describe(done.changes)
+    lines.append(
+        f"updated {result.prefix} ({result.platform}): {result.conda} conda + {result.pip} pip "
+        f"packages ({done.kept} conda packages kept, {result.conda - done.kept} linked)"
+    )
+    sys.stdout.write("".join(f"{line}\n" for line in lines))
     sys.stdout.flush()
     return EXIT_OK
 

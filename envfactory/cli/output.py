@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 from envfactory.errors import UserInputError
 from envfactory.progress import stop_point
+from envfactory.untrusted import safe_text
 
 Choice = TypeVar("Choice", bound=str)
 
@@ -49,7 +50,13 @@ class Lines:
         self.stream = stream
 
     def print(self, text: str = "") -> None:
-        self.stream.write(text + "\n")
+        self.stream.write(safe_text(text) + "\n")
+
+
+def write_lines(lines: Sequence[str]) -> None:
+    """Plain lines on stdout, each made safe to print (``untrusted.safe_text``)."""
+    sys.stdout.write("".join(f"{safe_text(line)}\n" for line in lines))
+    sys.stdout.flush()
 
 
 def stdout_console() -> Lines:
@@ -88,15 +95,17 @@ def tolerant_streams() -> None:
 
 
 def print_error(message: str, hint: str | None) -> None:
-    sys.stderr.write(f"error: {message}\n")
+    """``error:`` and ``hint:`` lines; a message quotes input (a lock's strings, a URL), so it
+    is printed without credentials or escape sequences (``untrusted.safe_text``)."""
+    sys.stderr.write(f"error: {safe_text(message)}\n")
     if hint:
-        sys.stderr.write(f"hint: {hint}\n")
+        sys.stderr.write(f"hint: {safe_text(hint)}\n")
     sys.stderr.flush()
 
 
 def warn(message: str) -> None:
     """A line on stderr that -q does not silence: a deprecation, a caveat about the result."""
-    sys.stderr.write(message + "\n")
+    sys.stderr.write(safe_text(message) + "\n")
     sys.stderr.flush()
 
 
@@ -111,8 +120,8 @@ def print_json_error(message: str, hint: str | None, exit_code: int, kind: str) 
     (conda does the same), with the exit code the process ends with."""
     print_json(
         {
-            "error": message,
-            "hint": hint,
+            "error": safe_text(message),
+            "hint": None if hint is None else safe_text(hint),
             "exit_code": exit_code,
             "exception_name": kind,
         }
@@ -128,6 +137,6 @@ def note(message: str) -> None:
     """A progress or status line on stderr, so stdout stays clean for data; none under -q."""
     if _level == QUIET:
         return
-    sys.stderr.write(message + "\n")
+    sys.stderr.write(safe_text(message) + "\n")
     sys.stderr.flush()
     stop_point(message)

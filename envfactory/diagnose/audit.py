@@ -18,10 +18,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from envfactory.catalog.model import Catalog, Combo, Platform
+from envfactory.catalog import tfmeta
+from envfactory.catalog.model import Catalog, Combo, Constraint, Platform
 from envfactory.diagnose.probes import read_prefix_packages
 from envfactory.errors import UserInputError
 from envfactory.yamlio import load_yaml
@@ -30,7 +32,7 @@ Manager = Literal["conda", "pip"]
 Severity = Literal["problem", "warning"]
 Kind = Literal[
     "environment.yml", "conda env export", "explicit", "conda list", "conda list --export",
-    "conda-lock", "pip freeze", "prefix",
+    "conda-lock", "pip freeze", "requirements", "prefix",
 ]  # fmt: skip
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
@@ -44,6 +46,8 @@ class Package:
     build: str
     channel: str
     manager: Manager
+    marker: str = ""
+    """a requirements line's environment marker ('platform_system == "Darwin"')"""
 
 
 @dataclass(frozen=True)
@@ -53,15 +57,32 @@ class Inventory:
     platform: Platform | str | None
     packages: tuple[Package, ...]
     name: str | None = None
+    skipped: tuple[str, ...] = ()
+    """lines that could not be judged (reported, then left out)"""
+    complete: bool = True
+    """every installed package is listed (an export, a lock, a listing); False for a file of
+    requests (environment.yml without builds, requirements), where a missing dependency is
+    normal"""
 
     def conda(self, name: str) -> Package | None:
-        return next((p for p in self.packages if p.manager == "conda" and p.name == name), None)
+        key = _canonical(name)
+        return next(
+            (p for p in self.packages if p.manager == "conda" and _canonical(p.name) == key), None
+        )
 
     def pip(self, name: str) -> Package | None:
-        return next((p for p in self.packages if p.manager == "pip" and p.name == name), None)
+        key = _canonical(name)
+        return next(
+            (p for p in self.packages if p.manager == "pip" and _canonical(p.name) == key), None
+        )
 
     def any(self, name: str) -> Package | None:
         return self.conda(name) or self.pip(name)
+
+
+BoundKind = Literal["declared", "breakage", "preference", ""]
+Scope = Literal["tensorflow", "other"]
+Verdict = Literal["consistent", "inconsistent", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +92,19 @@ class Finding:
     message: str
     cause: str
     fix: str
+    subject: str = ""
+    """the package the finding is about, where it is about one"""
+    kind: BoundKind = ""
+    """for a bound: declared by the release, a known breakage (lock preferences are never
+    findings)"""
+    source: str = ""
+    scope: Scope = "tensorflow"
+    """'other': about something beside TensorFlow (a CPU PyTorch), kept out of TF's verdict"""
+
+    @property
+    def key(self) -> str:
+        """``id:subject`` (or the id): what the corpus expectations name."""
+        return f"{self.id}:{self.subject}" if self.subject else self.id
 
     def to_json(self) -> dict[str, str]:
         return {
@@ -79,6 +113,10 @@ class Finding:
             "message": self.message,
             "cause": self.cause,
             "fix": self.fix,
+            "subject": self.subject,
+            "kind": self.kind,
+            "source": self.source,
+            "scope": self.scope,
         }
 
 
@@ -90,10 +128,19 @@ class AuditReport:
     closest: str | None
     closest_why: str | None
     manifest: str | None
+    unchecked: str | None = None
+    """why the TensorFlow verdict is 'unknown' (no exact TF version, a release no table knows)"""
 
     @property
     def problems(self) -> int:
         return sum(1 for f in self.findings if f.severity == "problem")
+
+    @property
+    def verdict(self) -> Verdict:
+        """TensorFlow's verdict: findings about other things (scope 'other') do not count."""
+        if any(f.severity == "problem" and f.scope == "tensorflow" for f in self.findings):
+            return "inconsistent"
+        return "unknown" if self.unchecked else "consistent"
 
     def to_json(self) -> dict[str, Any]:
         """``{"source", "format", "platform", "packages", "tensorflow", "findings": [{"id",
@@ -107,6 +154,8 @@ class AuditReport:
             "tensorflow": self.tensorflow,
             "findings": [f.to_json() for f in self.findings],
             "problems": self.problems,
+            "verdict": self.verdict,
+            "unchecked": self.unchecked,
             "closest_combo": self.closest,
             "closest_why": self.closest_why,
             "manifest": self.manifest,
@@ -145,23 +194,32 @@ def _platform_of_url(url: str) -> str | None:
 
 def _explicit(text: str, source: str) -> list[Inventory]:
     packages = []
+    skipped = []
     platform = None
     header = re.search(r"^# platform: (\S+)", text, re.M)
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#") or line == "@EXPLICIT":
             continue
-        url = line.split("#", 1)[0]
-        parsed = _from_filename(PurePosixPath(urlparse(url).path).name)
+        url = line.split("#", 1)[0].strip()
+        # conda-lock and conda percent-encode '!' (epochs: x264-1%21164.3095-...) in URLs
+        parsed = _from_filename(unquote(PurePosixPath(urlparse(url).path).name))
         if parsed is None:
+            skipped.append(line)
             continue
         platform = platform or _platform_of_url(url)
         packages.append(Package(parsed[0], parsed[1], parsed[2], _channel_of(url), "conda"))
-    return [Inventory(source, "explicit", header[1] if header else platform, tuple(packages))]
+    return [
+        Inventory(
+            source, "explicit", header[1] if header else platform, tuple(packages),
+            skipped=tuple(skipped),
+        )
+    ]  # fmt: skip
 
 
 def _spec(text: str) -> tuple[str, str, str, str]:
-    """A dependency string of an environment file -> (channel, name, exact version, build)."""
+    """A dependency string of an environment file -> (channel, name, version, build). A conda
+    ``name=1.15`` means any 1.15.x: its version is ``1.15.*`` (a minor known, no exact version)."""
     channel = ""
     if "::" in text:
         channel, text = text.split("::", 1)
@@ -170,22 +228,78 @@ def _spec(text: str) -> tuple[str, str, str, str]:
     if m is None:
         return channel, text, "", ""
     name, rest = m[1], m[2].replace(" ", "")
-    parts = rest.lstrip("=").split("=") if rest.startswith("=") else []
-    if rest.startswith("==") or (rest.startswith("=") and not rest.startswith("==")):
-        version = parts[0] if parts and "*" not in parts[0] else ""
-        build = parts[1] if len(parts) > 1 else ""
-        return channel, name, version, build
+    if rest.startswith("=="):
+        version, _, build = rest[2:].partition("=")
+        return channel, name, version if "*" not in version else "", build
+    if rest.startswith("="):
+        version, _, build = rest[1:].partition("=")
+        # 'conda env export --no-builds' writes name=1.19.2 (exact in practice); a user's
+        # name=1.15 asks for any 1.15.x
+        if build or not version or version.count(".") >= 2 or not version[-1:].isdigit():
+            return channel, name, version, build
+        return channel, name, version if version.endswith("*") else f"{version}.*", ""
     return channel, name, "", ""
 
 
+OPTION_LINE = re.compile(
+    r"^(-r|--requirement|-c|--constraint|-i|--index-url|--extra-index-url|-f|--find-links|"
+    r"--trusted-host|--pre|--no-binary|--only-binary|--prefer-binary|--require-hashes|"
+    r"--no-index|--use-feature|--upgrade|-U)\b"
+)
+WHEEL_URL = re.compile(r"([A-Za-z0-9_.]+)-(\d[^-/]*)-[^-/]+-[^-/]+-[^-/]+\.whl$")
+
+
+def _requirement(line: str) -> tuple[Package | None, str | None]:
+    """One line of a requirements file or an environment file's pip list -> (the package, or
+    None; the line itself when it cannot be judged). Option lines (-r, --index-url, ...) and
+    comments are neither; ``--hash`` options and a trailing ``\\`` are dropped."""
+    text = re.split(r"(^|\s)#", line, maxsplit=1)[0].strip().rstrip("\\").strip()
+    text = re.sub(r"\s--hash[= ]\S+", "", f" {text}").strip()
+    if not text or OPTION_LINE.match(text):
+        return None, None
+    if text.startswith(("-e", "--editable")):
+        return None, line.strip()
+    wheel = WHEEL_URL.search(text.split("#", 1)[0])
+    if "://" in text and " @ " not in text and "@" not in text.split("://", 1)[0]:
+        if wheel:  # a bare wheel URL names its project and version
+            return Package(_canonical(wheel[1]), wheel[2], "", "pypi", "pip"), None
+        return None, line.strip()
+    try:
+        req = Requirement(text)
+    except InvalidRequirement:
+        # 'tensorflow-gpu=1.15' (conda's form, which pip refuses), 'name = 1.2'
+        m = re.match(r"^([A-Za-z0-9_.\-]+)\s*=\s*([0-9][^\s=;,]*)$", text)
+        if m:
+            return Package(_canonical(m[1]), m[2], "", "pypi", "pip"), None
+        return None, line.strip()
+    version = ""
+    specs = list(req.specifier)
+    pins = [s for s in specs if s.operator in ("==", "===")]
+    if pins:
+        version = pins[0].version  # '2.10.*' stays a wildcard: the minor, not one release
+    elif len(specs) == 1 and specs[0].operator == "~=" and specs[0].version.count(".") == 2:
+        version = specs[0].version.rsplit(".", 1)[0] + ".*"  # ~=2.3.0: any 2.3.x
+    elif req.url and (wheel := WHEEL_URL.search(req.url)):
+        version = wheel[2]
+    marker = str(req.marker) if req.marker else ""
+    return Package(_canonical(req.name), version, "", "pypi", "pip", marker), None
+
+
 def _pip_line(text: str) -> Package | None:
-    text = text.split("#", 1)[0].strip()
-    if not text or text.startswith("-"):
-        return None
-    m = re.match(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*(?:===?\s*([^\s;,]+))?", text)
-    if m is None:
-        return None
-    return Package(_canonical(m[1]), m[2] or "", "", "pypi", "pip")
+    return _requirement(text)[0]
+
+
+def _requirements(text: str, source: str) -> list[Inventory]:
+    packages, skipped = [], []
+    for line in text.splitlines():
+        pkg, bad = _requirement(line)
+        if pkg:
+            packages.append(pkg)
+        if bad:
+            skipped.append(bad)
+    pinned = packages and all(p.version for p in packages) and not skipped
+    kind: Kind = "pip freeze" if pinned else "requirements"
+    return [Inventory(source, kind, None, tuple(packages), skipped=tuple(skipped), complete=False)]
 
 
 def _env_file(doc: Mapping[str, Any], source: str) -> list[Inventory]:
@@ -193,24 +307,53 @@ def _env_file(doc: Mapping[str, Any], source: str) -> list[Inventory]:
     if not isinstance(deps, list):
         raise UserInputError(f"{source}: 'dependencies' must be a list")
     packages: list[Package] = []
+    skipped: list[str] = []
     builds = 0
     for dep in deps:
         if isinstance(dep, Mapping) and isinstance(dep.get("pip"), list):
-            packages.extend(p for p in (_pip_line(str(x)) for x in dep["pip"]) if p)
+            for x in dep["pip"]:
+                pkg, bad = _requirement(str(x))
+                if pkg:
+                    packages.append(pkg)
+                if bad:
+                    skipped.append(bad)
         elif isinstance(dep, str):
             channel, name, version, build = _spec(dep)
+            if not re.fullmatch(r"[A-Za-z0-9_.\-]+", name):
+                skipped.append(dep)
+                continue
             builds += bool(build)
             packages.append(Package(name, version, build, channel, "conda"))
+        elif dep is not None:
+            skipped.append(str(dep))
     names = {p.name for p in packages if p.manager == "conda"}
     prefix = str(doc.get("prefix") or "")
     platform: str | None = None
-    if {"vc", "vs2015_runtime", "ucrt"} & names or re.match(r"^[A-Za-z]:\\", prefix):
+    if {"vc", "vs2015_runtime", "ucrt", "vc14_runtime"} & names or re.match(
+        r"^[A-Za-z]:\\", prefix
+    ):
         platform = "win-64"
-    elif {"_libgcc_mutex", "libgcc-ng", "ld_impl_linux-64", "libgcc"} & names:
+    elif {
+        "_libgcc_mutex",
+        "libgcc-ng",
+        "ld_impl_linux-64",
+        "libgcc",
+        "_openmp_mutex",
+    } & names or re.match(r"^/(home|opt|usr|root|data|scratch|mnt|srv)/", prefix):
         platform = "linux-64"
+    elif prefix.startswith("/Users/"):
+        platform = "osx-64"
     kind: Kind = "conda env export" if builds else "environment.yml"
     env_name = str(doc["name"]) if doc.get("name") else None
-    return [Inventory(source, kind, platform, tuple(packages), env_name)]
+    conda = [p for p in packages if p.manager == "conda"]
+    # an export (with or without builds) lists every package, each with its exact version
+    exported = bool(builds) or (len(conda) >= 30 and all(p.version for p in conda))
+    return [
+        Inventory(
+            source, kind, platform, tuple(packages), env_name, tuple(skipped),
+            complete=exported,
+        )
+    ]  # fmt: skip
 
 
 def _conda_lock(path: Path) -> list[Inventory]:
@@ -295,6 +438,23 @@ def _prefix(path: Path) -> list[Inventory]:
     return [Inventory(str(path), "prefix", platform, tuple(packages), path.name)]
 
 
+def _decode(data: bytes) -> str:
+    """UTF-8 (with or without a BOM); UTF-16 as Windows PowerShell's '>' writes it (a BOM, or
+    none: NUL bytes between ASCII letters); else the Windows code page, so a user name with an
+    accent in a prefix path does not make the whole file unreadable. CRLF read as LF."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        text = data.decode("utf-16", errors="replace")
+    else:
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            text = data.decode("cp1252", errors="replace")
+        if "\x00" in text[:4096]:
+            odd = data[1::2][:2048].count(0) > data[0::2][:2048].count(0)
+            text = data.decode("utf-16-le" if odd else "utf-16-be", errors="replace")
+    return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
 def read_inventories(path: Path) -> list[Inventory]:
     """Every environment described by ``path``: one per platform of a multi-platform lock."""
     if path.is_dir():
@@ -305,15 +465,7 @@ def read_inventories(path: Path) -> list[Inventory]:
         raise UserInputError(f"cannot read {path}: {exc.strerror}") from None
     if len(data) > MAX_INPUT_BYTES:
         raise UserInputError(f"{path} is larger than {MAX_INPUT_BYTES // 2**20} MiB")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        try:
-            text = data.decode("utf-16")
-        except UnicodeDecodeError:
-            raise UserInputError(
-                f"{path} is not UTF-8 or UTF-16 text", "export the environment again as UTF-8"
-            ) from None
+    text = _decode(data)
     source = str(path)
     if re.search(r"^@EXPLICIT\s*$", text, re.M):
         return _explicit(text, source)
@@ -323,9 +475,7 @@ def read_inventories(path: Path) -> list[Inventory]:
     if stripped and all(re.match(r"^[A-Za-z0-9_.\-]+=[^=\s]+=\S+$", ln.strip()) for ln in stripped):
         return _conda_export(text, source)
     if stripped and all(re.match(r"^[A-Za-z0-9_.\-\[\]]+\s*(==|===| @ )", ln) for ln in stripped):
-        return [
-            Inventory(source, "pip freeze", None, tuple(p for p in map(_pip_line, stripped) if p))
-        ]
+        return _requirements(text, source)
     if re.search(r"^package:", text, re.M) and re.search(r"^metadata:", text, re.M):
         return _conda_lock(path)
     if re.search(r"^(dependencies|name|channels):", text, re.M):
@@ -334,6 +484,17 @@ def read_inventories(path: Path) -> list[Inventory]:
             return _env_file(doc, source)
     if stripped and all(len(ln.split()) >= 3 for ln in stripped):
         return _conda_list(text, source)
+    found = _requirements(text, source)
+    # a requirements file (a versioned line, or its usual name): what cannot be judged is
+    # reported, not refused
+    versioned = re.search(r"^\s*[A-Za-z0-9_.\-\[\]]+\s*(==|>=|<=|~=|!=|<|>|@)", text, re.M)
+    # ... or a list of bare names (and options) that all parse, of more than one package or
+    # named for requirements: tf_requirements.txt of 'numpy', 'tensorflow', ...
+    listed = len(found[0].skipped) < len(found[0].packages) and (
+        len(found[0].packages) > 1 or "requirement" in path.name.lower()
+    )
+    if found[0].packages and (versioned or listed):
+        return found
     raise UserInputError(
         f"cannot tell what {path} is",
         "give an environment.yml / 'conda env export', 'conda list' (--explicit, --export) "
@@ -404,20 +565,47 @@ def _minor(text: str) -> str:
     return ".".join(str(x) for x in _v(text)[:2])
 
 
-TF_NAMES = ("tensorflow", "tensorflow-base", "tensorflow-gpu", "tensorflow-cpu")
+TF_PIP = tfmeta.DISTRIBUTIONS
+TF_NAMES = ("tensorflow-base", *TF_PIP)
 CUDA_LIBRARY = re.compile(
     r"^(cudatoolkit|cudnn|cupti|cuda-(cudart|nvrtc|nvcc|cupti|version|libraries|runtime)"
     r"|libcu(blas|fft|rand|solver|sparse)|libnvjitlink)$"
 )
+CONDA_NAME_OF = {"flatbuffers": "python-flatbuffers", "libclang": None, "clang": None}
+"""PyPI names whose conda namesake is another thing (conda's flatbuffers and libclang are the C++
+libraries; the Python package is python-flatbuffers, or not on conda): -> the conda name of the
+Python package, or None."""
+SAME_MODULE = {"tensorflow-gpu-estimator": "tensorflow-estimator"}
+"""A requirement's name -> the distribution that installs the same import package (TF 2.1's GPU
+wheels declare tensorflow-gpu-estimator; tensorflow-estimator installs the same
+tensorflow_estimator, and is what users have)."""
+SHARED_NAMES = ("keras", "numpy", "h5py", "protobuf", "tensorboard", "tensorflow-estimator")
+"""Packages both conda and pip install into one site-packages, under one name."""
 GPU_EVIDENCE = ("cudatoolkit", "cudnn", "cuda-cudart", "cuda-version", "tensorflow-gpu")
 
 
-def _tf_version(inv: Inventory) -> str | None:
+def _exact(pkg: Package | None) -> str | None:
+    """The package's version when the file gives one exact version (not ``1.15.*``)."""
+    if pkg is None or not pkg.version or "*" in pkg.version:
+        return None
+    try:
+        Version(pkg.version)
+    except InvalidVersion:
+        return None
+    return pkg.version
+
+
+def _tf_package(inv: Inventory) -> Package | None:
     for name in TF_NAMES:
-        pkg = inv.any(name)
-        if pkg and pkg.version:
-            return pkg.version
+        for pkg in (inv.conda(name), inv.pip(name)):
+            if pkg and pkg.version:
+                return pkg
     return None
+
+
+def _tf_version(inv: Inventory) -> str | None:
+    pkg = _tf_package(inv)
+    return pkg.version if pkg else None
 
 
 def _is_gpu_build(build: str) -> bool:
@@ -483,7 +671,9 @@ def _check_cpu_build(inv: Inventory) -> list[Finding]:
         )
         break
     pip_tf = inv.pip("tensorflow-cpu") or (
-        inv.pip("tensorflow") if (tf := inv.pip("tensorflow")) and _v(tf.version) < (2, 1) else None
+        inv.pip("tensorflow")
+        if (tf := inv.pip("tensorflow")) and _exact(tf) and _v(tf.version) < (2, 1)
+        else None
     )
     if pip_tf and gpu_libs and not any(f.id == "tf-cpu-build-with-cuda" for f in findings):
         findings.append(
@@ -508,37 +698,38 @@ def _check_cpu_build(inv: Inventory) -> list[Finding]:
                 "the solver picked PyTorch's CPU variant (no cuda* build matched the other pins), "
                 "so PyTorch in this environment never uses the GPU",
                 "pin the CUDA build (pytorch-cuda / a cuda* build string) or drop cudatoolkit",
+                subject="pytorch",
+                scope="other",
             )
         )
     return findings
 
 
 def _check_family(inv: Inventory, tf: str) -> list[Finding]:
-    """tensorflow / -base / -gpu of one release; tensorboard, tensorflow-estimator and keras
-    inside what that release's wheel requires (data/tf-releases.yaml, from PyPI's Requires-Dist);
-    keras 3 from TF 2.16 on."""
+    """tensorflow / -base / -gpu of one release; for a conda TensorFlow, tensorboard,
+    tensorflow-estimator and keras inside what the same release's wheel requires
+    (data/tf-releases.yaml; a pip TensorFlow's whole Requires-Dist is _check_declared's)."""
     findings: list[Finding] = []
     for name in ("tensorflow-base", "tensorflow-gpu", "tensorflow"):
-        pkg = inv.any(name)
+        pkg = inv.conda(name)
         if pkg and pkg.version and _minor(pkg.version) != _minor(tf):
             findings.append(_skew(name, pkg.version, tf, f"{name} is part of TensorFlow itself"))
+    if inv.conda("tensorflow-base") is None and inv.conda("tensorflow") is None:
+        return findings
     row = requires().get(_minor(tf))
     for name, spec in sorted(row.specs.items()) if row else ():
-        pkg = inv.any(name)
-        if pkg is None or not pkg.version:
+        version = _exact(inv.any(name))
+        if version is None:
             continue
         try:
-            ok = SpecifierSet(spec).contains(Version(pkg.version), prereleases=True)
+            ok = SpecifierSet(spec).contains(Version(version), prereleases=True)
         except (InvalidSpecifier, InvalidVersion):
             continue
         if not ok:
             assert row is not None
             findings.append(
-                _skew(name, pkg.version, tf, f"{row.wheel} requires {name}{spec}", f"{name}{spec}")
+                _skew(name, version, tf, f"{row.wheel} requires {name}{spec}", f"{name}{spec}")
             )
-    keras = inv.any("keras")
-    if keras and keras.version and _v(tf) >= (2, 16) and _v(keras.version) < (3,):
-        findings.append(_skew("keras", keras.version, tf, "TF 2.16 and later require keras 3"))
     return findings
 
 
@@ -546,40 +737,314 @@ def _skew(name: str, version: str, tf: str, why: str, want: str | None = None) -
     return Finding(
         "tf-family-skew",
         "problem",
-        f"{name} {version} does not match TensorFlow {tf}",
-        f"{why} (the release's Requires-Dist on PyPI); a mismatched one fails at import or at "
-        "the first estimator/Keras call",
+        f"{name} {version} does not match TensorFlow {tf} (declared: {why}, PyPI Requires-Dist)",
+        "a mismatched one fails at import or at the first estimator/Keras call",
         f"install {want or f'{name} {_minor(tf)}.x'}, or rebuild from the closest combo's lock",
+        subject=name,
+        kind="declared",
+        source=f"{why} (PyPI Requires-Dist, data/tf-releases.yaml)",
     )
 
 
-def _check_companions(inv: Inventory, tf: str, catalog: Catalog) -> list[Finding]:
-    """The catalog's companion constraints of this TF line (data/constraints.yaml); a
-    constraint whose ``not_channels`` names the channel of a conda TensorFlow build does not
-    apply (conda-forge builds TF against its own protobuf and pins it in the record)."""
+def _table_version(distribution: str, version: str) -> str | None:
+    """The table's spelling of ``version`` (1.15 -> 1.15.0); a ``2.4.*`` request -> the newest
+    2.4 release, which is what pip or conda installs for it today."""
+    known = tfmeta.versions(distribution)
+    if version.endswith("*"):
+        prefix = _v(version)
+        same = [k for k in known if _v(k)[: len(prefix)] == prefix and not re.search("[a-z]", k)]
+        return max(same, key=Version) if same else None
+    try:
+        want = Version(version.split("+", 1)[0])
+    except InvalidVersion:
+        return None
+    return next((k for k in known if Version(k) == want), None)
+
+
+def _python_package(inv: Inventory, name: str) -> Package | None:
+    """The installed Python distribution ``name`` (PyPI name), from pip or conda."""
+    pip = inv.pip(name)
+    if pip or name not in CONDA_NAME_OF:
+        return pip or inv.conda(name)
+    conda_name = CONDA_NAME_OF[name]
+    return inv.conda(conda_name) if conda_name else None
+
+
+def _check_declared(inv: Inventory) -> tuple[list[Finding], bool]:
+    """Every requirement a pip-installed TensorFlow distribution declares (its wheel's
+    Requires-Dist, markers evaluated for this Python and platform; data/tf-requires.json),
+    following tensorflow -> tensorflow-intel on Windows. Returns the findings and whether the
+    release was found in the table."""
+    findings: list[Finding] = []
+    known = False
+    python = _python(inv)
+    for start in TF_PIP:
+        pkg = inv.pip(start)
+        if pkg is None or not pkg.version:
+            continue
+        stack = [(start, pkg.version)]
+        seen: set[str] = set()
+        while stack:
+            dist, version = stack.pop()
+            release = _table_version(dist, version)
+            if release is None or dist in seen:
+                continue
+            seen.add(dist)
+            known = True
+            for d in tfmeta.declared(dist, release, python, inv.platform):
+                name = _canonical(d.requirement.name)
+                if name in TF_PIP:
+                    pins = [s.version for s in d.requirement.specifier if s.operator == "=="]
+                    if pins:
+                        stack.append((name, pins[0]))
+                    continue
+                if d.requirement.marker is not None and (
+                    (python is None and "python" in str(d.requirement.marker))
+                    or (inv.platform is None and "platform" in str(d.requirement.marker))
+                ):
+                    continue
+                have = _exact(_python_package(inv, SAME_MODULE.get(name, name)))
+                if have is None or d.requirement.specifier.contains(
+                    Version(have), prereleases=True
+                ):
+                    continue
+                findings.append(
+                    Finding(
+                        "declared-requirement",
+                        "problem",
+                        f"{name} {have} is outside {name}{d.requirement.specifier}, which "
+                        f"{dist} {release} declares (declared; source: {d.source})",
+                        f"the release's own wheel requires {d.requirement}; pip installed "
+                        "something else later (or was told to), and code of the release that "
+                        "relies on it may fail",
+                        f"pip install '{name}{d.requirement.specifier}'",
+                        subject=name,
+                        kind="declared",
+                        source=d.source,
+                    )
+                )
+    return findings, known
+
+
+def _constraint_source(c: Constraint, catalog: Catalog) -> str:
+    cited = []
+    for sid in c.sources:
+        src = catalog.sources.get(sid)
+        cited.append(f"{sid}: {src.citation}" if src else sid)
+    return "; ".join(cited)
+
+
+def _check_companions(
+    inv: Inventory, tf: str, catalog: Catalog, reported: set[str]
+) -> list[Finding]:
+    """The catalog's declared and known-breakage bounds of this TF line (data/constraints.yaml);
+    lock preferences are not findings. A bound whose ``not_channels`` names the channel of a
+    conda TensorFlow build does not apply (conda-forge builds TF against its own protobuf)."""
     findings: list[Finding] = []
     base = inv.conda("tensorflow-base") or inv.conda("tensorflow")
     tf_channel = base.channel if base and not inv.pip("tensorflow") else None
     for c in catalog.constraints:
-        if not c.applies_to(tf) or (tf_channel and tf_channel in c.not_channels):
+        if c.kind == "preference" or not c.applies_to(tf):
+            continue
+        if tf_channel and (
+            tf_channel in c.not_channels
+            or ("conda-forge" in c.not_channels and "conda-forge" in tf_channel)
+        ):
             continue
         for name in sorted(c.names()):
             pkg = inv.any(name) or inv.any(_canonical(name))
-            if pkg is None or not pkg.version or c.allows(pkg.version):
+            version = _exact(pkg)
+            if pkg is None or version is None or c.allows(version):
                 continue
+            ident = "declared-requirement" if c.kind == "declared" else "known-breakage"
+            if f"{ident}:{_canonical(c.package)}" in reported:
+                break
+            source = _constraint_source(c, catalog)
             findings.append(
                 Finding(
-                    "companion-outside-constraint",
-                    "problem" if c.confirmed else "warning",
-                    f"{pkg.name} {pkg.version} is outside the companion constraint "
-                    f"{c.package}{c.spec} of TensorFlow {tf}"
-                    + ("" if c.confirmed else " (an unconfirmed bound)"),
+                    ident,
+                    "problem",
+                    f"{pkg.name} {version} is outside {c.package}{c.spec} for TensorFlow {tf} "
+                    f"({c.kind}; source: {', '.join(c.sources)})",
                     c.note or f"TF {_minor(tf)} does not work with this {c.package}",
-                    f"install {c.package}{c.spec}; 'envfactory show COMBO' lists every constraint",
+                    f"install {c.package}{c.spec}; 'envfactory show COMBO' lists every bound "
+                    "with its kind and source",
+                    subject=_canonical(c.package),
+                    kind=c.kind,
+                    source=source,
                 )
             )
             break
     return findings
+
+
+def _check_keras(inv: Inventory, tf: str, reported: set[str]) -> list[Finding]:
+    """Standalone keras against the TF line, for every line: keras 2.6 and later is tf.keras
+    split out of TensorFlow and moves in lockstep with it (TF 2.6-2.15 declare keras of their
+    own minor, data/tf-requires.json); TF 2.16 and later need keras 3. A conda TensorFlow 2.6
+    on Anaconda's channel does not pull keras in, which its tf.keras needs."""
+    findings: list[Finding] = []
+    keras = inv.any("keras")
+    version = _exact(keras)
+    tfv = _v(tf)
+    if keras and version and "declared-requirement:keras" not in reported:
+        kv = _v(version)
+        want = None
+        if kv >= (2, 6) and kv < (3,) and kv[:2] != tfv[:2] and (2, 6) <= tfv[:2] < (2, 16):
+            want = f"keras {_minor(tf)}.x"
+        elif kv >= (2, 6) and tfv[:2] < (2, 6):
+            want = "the keras that came with this TensorFlow (tf.keras) or keras < 2.4"
+        elif tfv[:2] >= (2, 16) and kv < (3,):
+            want = "keras 3"
+        if want:
+            findings.append(
+                Finding(
+                    "keras-skew",
+                    "problem",
+                    f"keras {version} does not belong with TensorFlow {tf} (declared: "
+                    "TensorFlow 2.6-2.15 each declare the keras of their own minor, 2.16 and "
+                    "later keras>=3; data/tf-requires.json)",
+                    "keras 2.6 and later is tf.keras split out of TensorFlow: it imports "
+                    "TensorFlow internals of its own release and fails (AlreadyExistsError, "
+                    "missing modules) under another",
+                    f"install {want}",
+                    subject="keras",
+                    kind="declared",
+                    source=f"Requires-Dist of tensorflow {_minor(version)}.0, PyPI, retrieved "
+                    f"{tfmeta.retrieved()}",
+                )
+            )
+    base = inv.conda("tensorflow-base") or inv.conda("tensorflow")
+    if (
+        inv.complete
+        and base
+        and (2, 6) <= tfv[:2] < (2, 7)
+        and "conda-forge" not in base.channel
+        and keras is None
+        and not inv.pip("tensorflow")
+    ):
+        findings.append(
+            Finding(
+                "keras-missing",
+                "problem",
+                f"no keras next to {base.name} {base.version}: tf.keras of TF 2.6 is the "
+                "separate keras package, which Anaconda's TF 2.6 build does not depend on",
+                "'import tensorflow.keras' fails with No module named 'keras'",
+                "install keras 2.6 (conda install keras=2.6)",
+                subject="keras",
+                kind="declared",
+                source=f"Requires-Dist of tensorflow 2.6.0 (keras~=2.6), PyPI, retrieved "
+                f"{tfmeta.retrieved()}",
+            )
+        )
+    return findings
+
+
+def _check_distributions(inv: Inventory) -> list[Finding]:
+    """Two TensorFlow distributions in one site-packages write the same files; tensorflow next
+    to tensorflow-intel of its own version (what the Windows wheel pulls in from 2.10 on) is the
+    one legitimate pair."""
+    pip = [p for p in inv.packages if p.manager == "pip" and _canonical(p.name) in TF_PIP]
+    pairs = []
+    for i, a in enumerate(pip):
+        for b in pip[i + 1 :]:
+            if a.marker or b.marker:
+                continue  # requirements for different platforms ('platform_system == ...')
+            names = {_canonical(a.name), _canonical(b.name)}
+            same = bool(a.version and b.version and _minor(a.version) == _minor(b.version))
+            if names <= {"tensorflow", "tensorflow-intel", "tensorflow-cpu-aws"} and same:
+                continue
+            if names == {"tensorflow", "tensorflow-gpu"} and same and _v(a.version) >= (2, 1):
+                continue  # one build of one release under two names
+            pairs.append((a, b))
+    return [
+        Finding(
+            "two-tf-distributions",
+            "problem",
+            f"{a.name} {a.version or '(any)'} and {b.name} {b.version or '(any)'} are both "
+            "installed",
+            "both install the same 'tensorflow' package directory; whichever pip installed "
+            "last overwrote the other's files, so which build imports (CPU or GPU, which "
+            "release) is an accident of order",
+            f"pip uninstall {a.name} {b.name}, then install the one you want",
+            subject=_canonical(b.name),
+        )
+        for a, b in pairs[:1]
+    ]
+
+
+GPU_NAME = re.compile(r"gpu|cuda", re.I)
+
+
+def _gpu_intent(inv: Inventory) -> str | None:
+    """Why this environment is meant to use a GPU, or None."""
+    if inv.any("tensorflow-gpu"):
+        return "tensorflow-gpu is requested"
+    libs = [p.name for p in inv.packages if CUDA_LIBRARY.match(p.name) and p.manager == "conda"]
+    libs += [p.name for p in inv.packages if re.match(r"^nvidia-(cudnn|cuda-runtime)", p.name)]
+    if libs:
+        return f"CUDA packages are installed ({', '.join(sorted(set(libs))[:3])})"
+    if inv.name and GPU_NAME.search(inv.name):
+        return f"the environment is named {inv.name!r}"
+    return None
+
+
+def _check_gpu_intent(inv: Inventory, tf: str) -> list[Finding]:
+    """GPU intent next to a TensorFlow that has no GPU build: pip tensorflow before 1.15 (the
+    GPU wheel was tensorflow-gpu), tensorflow-cpu, intel-tensorflow, and TensorFlow 2.11 and
+    later on native Windows (tf-tested-windows: 'GPU support on native-Windows is only available
+    for 2.10 or earlier versions')."""
+    intent = _gpu_intent(inv)
+    if intent is None or inv.conda("tensorflow-base") or inv.conda("tensorflow"):
+        return []
+    why = None
+    gpu = inv.pip("tensorflow-gpu")
+    if inv.platform and inv.platform.startswith("win") and _v(tf)[:2] >= (2, 11):
+        why = (
+            f"TensorFlow {tf} has no GPU build for native Windows (GPU support there ends "
+            "with 2.10; tf-tested-windows)",
+            "use TensorFlow 2.10 (pip install 'tensorflow<2.11' with cudatoolkit 11.2, "
+            "cudnn 8.1) or WSL2",
+        )
+    elif (cpu := inv.pip("tensorflow-cpu") or inv.pip("intel-tensorflow")) and not gpu:
+        why = (
+            f"{cpu.name} {cpu.version} is a CPU-only build",
+            "install tensorflow (>=2.1) or tensorflow-gpu instead",
+        )
+    elif (tfp := inv.pip("tensorflow")) and not gpu and tfp.version and _v(tfp.version) < (1, 15):
+        why = (
+            f"pip's tensorflow {tfp.version} is CPU-only: before 1.15 the GPU wheel was "
+            "tensorflow-gpu (tf-gpu-doc-2020)",
+            "install tensorflow-gpu of the same release",
+        )
+    if why is None:
+        return []
+    return [
+        Finding(
+            "tf-cpu-build-gpu-intent",
+            "problem",
+            f"{why[0]}, but the environment is meant for a GPU: {intent}",
+            "TensorFlow runs on the CPU only; tf.config.list_physical_devices('GPU') is empty",
+            why[1],
+            source="tf-tested-windows, tf-gpu-doc-2020",
+        )
+    ]
+
+
+def _unchecked(inv: Inventory, tf: str | None, declared_known: bool) -> str | None:
+    """Why TensorFlow's verdict is 'unknown: not checked', or None when the checks had what
+    they need (an exact release that the tested-build tables or the Requires-Dist table know)."""
+    if tf is None:
+        return "no TensorFlow with a version in this file"
+    pkg = _tf_package(inv)
+    if pkg is None or (_exact(pkg) is None and not tf.endswith("*")):
+        return f"TensorFlow's version '{tf}' is not one release"
+    if (_minor(tf), _os(inv.platform)) not in releases():
+        return (
+            f"TensorFlow {tf} is not in TF's tested-build tables (1.5 onwards): CUDA, cuDNN "
+            "and Python not checked"
+        )
+    return None
 
 
 def _check_cuda(inv: Inventory, tf: str, catalog: Catalog) -> list[Finding]:
@@ -701,8 +1166,12 @@ def _check_channels(inv: Inventory) -> list[Finding]:
 
 def _check_pip_over_conda(inv: Inventory) -> list[Finding]:
     findings = []
-    for name in ("tensorflow", "tensorflow-gpu", "tensorflow-base"):
-        conda, pip = inv.conda(name), inv.pip(name) or inv.pip(name.replace("-base", ""))
+    conda_tf = next(
+        (c for n in ("tensorflow-base", "tensorflow", "tensorflow-gpu") if (c := inv.conda(n))),
+        None,
+    )
+    pip_tf = next((p for n in TF_PIP if (p := inv.pip(n))), None)
+    for conda, pip in ((conda_tf, pip_tf),):
         if conda and pip:
             findings.append(
                 Finding(
@@ -716,6 +1185,20 @@ def _check_pip_over_conda(inv: Inventory) -> list[Finding]:
                 )
             )
             break
+    for name in SHARED_NAMES:
+        conda, pip = inv.conda(name), inv.pip(name)
+        if conda and pip and conda.version != pip.version:
+            findings.append(
+                Finding(
+                    "pip-over-conda",
+                    "warning",
+                    f"{name} is installed twice: pip's {pip.version} over conda's {conda.version}",
+                    "pip's files overwrite conda's in one site-packages; conda's record still "
+                    "names its own version, so the next conda install or update mixes the two",
+                    f"pip uninstall {name}, then conda install {name} of the version you need",
+                    subject=name,
+                )
+            )
     wheels = [p for p in inv.packages if p.manager == "pip" and p.name.startswith("nvidia-")]
     if wheels and inv.conda("cudatoolkit"):
         findings.append(
@@ -814,17 +1297,33 @@ def _check_windows_gpu(inv: Inventory, tf: str) -> list[Finding]:
 def audit(catalog: Catalog, inv: Inventory) -> AuditReport:
     """Every inconsistency found in one environment, the closest combo and its manifest entry."""
     tf = _tf_version(inv)
-    findings: list[Finding] = []
+    findings: list[Finding] = [
+        Finding(
+            "line-not-judged",
+            "warning",
+            f"{len(inv.skipped)} line(s) could not be judged and were skipped: "
+            + "; ".join(repr(x[:80]) for x in inv.skipped[:3])
+            + (" ..." if len(inv.skipped) > 3 else ""),
+            "an editable install, a URL without a version, or a line in no known form",
+            "nothing to do if the package does not matter to TensorFlow",
+        )
+    ] if inv.skipped else []  # fmt: skip
     findings += _check_cpu_build(inv)
+    declared_known = False
     if tf:
+        declared, declared_known = _check_declared(inv)
+        findings += declared
         findings += _check_family(inv, tf)
-        findings += _check_companions(inv, tf, catalog)
+        findings += _check_companions(inv, tf, catalog, {f.key for f in findings})
+        findings += _check_keras(inv, tf, {f.key for f in findings})
+        findings += _check_distributions(inv)
+        findings += _check_gpu_intent(inv, tf)
         findings += _check_cuda(inv, tf, catalog)
         findings += _check_python(inv, tf)
         findings += _check_windows_gpu(inv, tf)
     findings += _check_channels(inv)
     findings += _check_pip_over_conda(inv)
-    findings.sort(key=lambda f: (f.severity != "problem", f.id, f.message))
+    findings.sort(key=lambda f: (f.scope != "tensorflow", f.severity != "problem", f.id, f.message))
     closest = closest_combo(catalog, inv, tf) if tf else None
     return AuditReport(
         inventory=inv,
@@ -833,6 +1332,7 @@ def audit(catalog: Catalog, inv: Inventory) -> AuditReport:
         closest=closest[0].name if closest else None,
         closest_why=closest[1] if closest else None,
         manifest=manifest_entry(closest[0], inv, inv.platform) if closest else None,
+        unchecked=_unchecked(inv, tf, declared_known),
     )
 
 

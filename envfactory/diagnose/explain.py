@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 from envfactory.compiled import CompiledData
 from envfactory.errors import CatalogError, UserInputError
+from envfactory.untrusted import terminal_text
 
 if TYPE_CHECKING:
     from envfactory.yamlio import YamlMap
@@ -323,7 +324,9 @@ def explain_lines(lines: Iterable[str], rules: Table | None = None) -> Explanati
     seen: set[str] = set()  # names of the evidence sets found
     for number, raw in enumerate(lines, start=1):
         for piece in _windows(raw):
-            shown = piece.strip()
+            # a log's escape sequences and control characters are never echoed to a terminal
+            # (OSC 52 writes the clipboard, CR overwrites the line: issue 28), nor matched
+            shown = terminal_text(piece).strip()
             if not shown:
                 continue
             text = shown

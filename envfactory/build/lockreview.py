@@ -1,0 +1,245 @@
+"""``lock --check`` on a lock from a pull request: what a hand edit added or changed.
+
+``check_lock`` compares the recorded inputs with the current ones and the files of the set with
+their recorded digests; a pull request that only appended a package to conda-lock.yml's list
+passed both (issue 28). Here, without solving:
+
+* every package must be reached from the recorded specs through the lock's own dependencies
+  (``lockfile.unreachable``, which ``create`` refuses too);
+* conda-lock.yml's package list must be the one the explicit files of the set
+  (``conda-<platform>.lock``, digests recorded) list: what only one of them names, or names
+  with another URL or hash, is reported.
+
+A forger who rewrites the list, the explicit files and their digests consistently passes both;
+``--resolve`` solves again (py-rattler for conda, uv for pip) with every locked version as a
+constraint, and reports any difference from the lock: that is the check for a lock from someone
+you do not trust (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envfactory.build.checks import LockedPackage
+from envfactory.catalog.platforms import Platform
+from envfactory.untrusted import redact_url, safe_text
+
+if TYPE_CHECKING:
+    from envfactory.build.lock import LockRequest
+    from envfactory.build.lockfile import LockContents
+
+# (manager, name) -> what identifies the file: URL and hashes
+Listed = dict[tuple[str, str], tuple[str, str]]
+
+
+def hand_edits(
+    path: Path, directory: Path, explicit: Mapping[Platform, tuple[str, str]]
+) -> tuple[LockContents, list[str]]:
+    """The lock at ``path`` and what in its package list no lock run wrote: packages nothing
+    requires, and differences from the explicit files (``explicit``: platform -> the file's
+    name and recorded digest; a file that does not match its digest is not compared, the
+    caller has said so already)."""
+    from envfactory.build.lockfile import describe_package, read_lock_for_review
+    from envfactory.build.lockmeta import file_digest
+
+    lock, stray = read_lock_for_review(path)
+    reasons = [
+        f"{p.platform}: {describe_package(p)} is in the package list, but no spec the lock "
+        "records requires it (added by hand?)"
+        for p in stray
+    ]
+    for platform in lock.platforms:
+        name, digest = explicit.get(platform, ("", ""))
+        try:
+            data = (directory / name).read_bytes() if name else b""
+            text = data.decode("utf-8")
+        except (OSError, UnicodeError):
+            continue  # stale_files has said that it is missing or unreadable
+        if not name or file_digest(data) != digest:
+            continue
+        listed = _from_yml(p for p in lock.packages if p.platform == platform)
+        reasons += _differences(platform, name, listed, _from_explicit(text))
+    return lock, reasons
+
+
+def _from_yml(packages: Iterable[LockedPackage]) -> Listed:
+    out: Listed = {}
+    for p in packages:
+        digest = (p.md5 or f"sha256:{p.sha256}") if p.manager == "conda" else f"{p.sha256}"
+        out[(p.manager, _conda_key(p.filename) if p.manager == "conda" else p.name)] = (
+            p.url,
+            digest,
+        )
+    return out
+
+
+def _conda_key(filename: str) -> str:
+    stem = filename.removesuffix(".tar.bz2").removesuffix(".conda")
+    return stem.rsplit("-", 2)[0]
+
+
+def _from_explicit(text: str) -> Listed:
+    """An explicit file as ``lock.render_explicit`` writes it: ``URL#md5`` lines and
+    ``# pip NAME @ URL#sha256=HASH`` comments."""
+    out: Listed = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("# pip ") and " @ " in line:
+            name, _, rest = line.removeprefix("# pip ").partition(" @ ")
+            url, _, digest = rest.partition("#sha256=")
+            out[("pip", name.strip())] = (url, digest)
+        elif line and not line.startswith(("#", "@")):
+            url, _, digest = line.partition("#")
+            out[("conda", _conda_key(url.rsplit("/", 1)[-1]))] = (url, digest)
+    return out
+
+
+def _differences(platform: str, name: str, yml: Listed, explicit: Listed) -> list[str]:
+    out = []
+    for key in sorted(yml.keys() | explicit.keys()):
+        manager, package = key
+        if key not in explicit:
+            out.append(
+                f"{platform}: {manager} package {package} ({yml[key][0]}) is in conda-lock.yml "
+                f"but not in {name} (added by hand?)"
+            )
+        elif key not in yml:
+            out.append(
+                f"{platform}: {manager} package {package} is in {name} but not in "
+                "conda-lock.yml (removed by hand?)"
+            )
+        elif yml[key] != explicit[key]:
+            out.append(
+                f"{platform}: {manager} package {package} has another URL or hash in "
+                f"conda-lock.yml ({yml[key][0]}) than in {name} ({explicit[key][0]}) "
+                "(changed by hand?)"
+            )
+    return [safe_text(line) for line in out]
+
+
+# --------------------------------------------------------------------------------------------
+# --resolve
+
+
+def resolve_differences(request: LockRequest, lock: LockContents) -> list[str]:
+    """Solve ``request`` again, every locked version and build a constraint (so a genuine lock
+    comes back unchanged even when the channels have newer packages, and a package nothing
+    requires is not brought back), and list every difference from ``lock``: a package added,
+    missing, or with another version, build, URL or hash. py-rattler solves the conda part, uv
+    the pip part, as ``lock`` does."""
+    from envfactory.build import rattler_adapter
+    from envfactory.errors import ToolError
+
+    out: list[str] = []
+    for platform in request.platforms:
+        locked = [p for p in lock.packages if p.platform == platform]
+        conda = [p for p in locked if p.manager == "conda"]
+        pins = [f"{p.name}=={p.version}={p.build}" for p in conda]
+        try:
+            fresh = rattler_adapter.solve(
+                request.conda_specs(platform),
+                request.channel_map.urls(request.channels(platform)),
+                platform,
+                request.virtual(platform),
+                constraints=[*request.conda_constraints(platform), *pins],
+            )
+        except rattler_adapter.Unsatisfiable as exc:
+            first = str(exc).strip().splitlines()[:6]
+            out.append(
+                f"{platform}: the conda specs do not solve to the locked versions: "
+                + " / ".join(line.strip() for line in first)
+            )
+            continue
+        fresh = [_public(p) for p in fresh]
+        try:
+            fresh += _pip_again(request, platform, fresh, locked)
+        except ToolError as exc:
+            out.append(f"{platform}: the pip requirements do not resolve to the locked "
+                       f"versions: {exc.message.splitlines()[0]}")  # fmt: skip
+        out += compare(platform, locked, fresh)
+    return [safe_text(line) for line in out]
+
+
+def _public(pkg: LockedPackage) -> LockedPackage:
+    return pkg._replace(url=redact_url(pkg.url), channel=redact_url(pkg.channel))
+
+
+def _pip_again(
+    request: LockRequest,
+    platform: Platform,
+    conda: Sequence[LockedPackage],
+    locked: Sequence[LockedPackage],
+) -> list[LockedPackage]:
+    from envfactory.build import pypi
+
+    @dataclasses.dataclass(frozen=True)
+    class PinnedTarget(pypi.PipTarget):
+        """A pip resolution with every locked version as a constraint."""
+
+        pins: tuple[str, ...] = ()
+
+        def constraint_lines(self) -> list[str]:
+            return [*super().constraint_lines(), *self.pins]
+
+    requirements = request.pip_requirements(platform)
+    if not requirements:
+        return []
+    pins = tuple(f"{p.name}=={p.version}" for p in locked if p.manager == "pip")
+    target = PinnedTarget(
+        requirements=tuple(requirements),
+        platform=platform,
+        python=request.python,
+        glibc=request.virtual(platform).get("__glibc"),
+        conda_packages=tuple(conda),
+        constraints=request.constraints(platform),
+        index=request.pip_index,
+        pins=pins,
+    )
+    pypi.uv_binary()
+    return [_public(p) for p in pypi.lock_target(target)]
+
+
+def _identity(pkg: LockedPackage) -> tuple[str, ...]:
+    if pkg.manager == "conda":
+        return (pkg.version, pkg.build, pkg.url, pkg.md5 or "", pkg.sha256 or "")
+    return (pkg.version, pkg.url, pkg.sha256 or "")
+
+
+def compare(
+    platform: str, locked: Sequence[LockedPackage], fresh: Sequence[LockedPackage]
+) -> list[str]:
+    """``+`` what the solve gives and the lock lacks, ``-`` what the lock has and the solve
+    does not give, ``~`` the same package with another version, build, URL or hash."""
+    mine = {(p.manager, p.name.lower()): p for p in locked}
+    theirs = {(p.manager, p.name.lower()): p for p in fresh}
+    out = []
+    for key in sorted(mine.keys() | theirs.keys()):
+        a, b = mine.get(key), theirs.get(key)
+        if a is None and b is not None:
+            out.append(f"{platform}: + {_show(b)} (the solve gives it; the lock lacks it)")
+        elif b is None and a is not None:
+            out.append(f"{platform}: - {_show(a)} (in the lock; the solve does not give it)")
+        elif a is not None and b is not None and _identity(a) != _identity(b):
+            changed = [
+                f"{field} {x} -> {y}"
+                for field, x, y in zip(
+                    ("version", "build", "url", "md5", "sha256")
+                    if a.manager == "conda"
+                    else ("version", "url", "sha256"),
+                    _identity(a),
+                    _identity(b),
+                    strict=True,
+                )
+                if x != y
+            ]
+            out.append(f"{platform}: ~ {a.manager} {a.name}: {'; '.join(changed)} "
+                       "(the lock's, then the solve's)")  # fmt: skip
+    return out
+
+
+def _show(pkg: LockedPackage) -> str:
+    what = f"{pkg.version} {pkg.build}" if pkg.manager == "conda" else pkg.version
+    return f"{pkg.manager} {pkg.name} {what} ({pkg.url})"

@@ -1,0 +1,115 @@
+"""Which pip package requires which: the edges a lock records for its pip packages.
+
+uv's ``pylock.toml`` output (what ``pypi.lock_target`` reads) names files and hashes but no
+dependencies, so a lock's pip entries had ``dependencies: {}`` and nothing tied a pip package to
+the requirement that brought it. A package appended to the list by hand (an sdist whose build
+backend runs at create) looked like every other one (issue 28). uv's requirements output says it:
+``absl-py==2.1.0  # via tensorboard, tensorflow-gpu`` (``--annotation-style line``). It is asked
+once more, with every locked version pinned, so the edges are those of the locked set.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from envfactory.build.checks import LockedPackage
+from envfactory.build.pypi import UV_TIMEOUT_S, PipTarget, _uv_environment
+from envfactory.errors import ToolError
+
+# "name==version  # via a, b" or "name @ url  # via a" (uv pip compile --annotation-style line)
+_LINE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?:==|@)[^#]*#\s*via\s+(.*)")
+
+
+def canonical(name: str) -> str:
+    """PEP 503's normalized name (``packaging.utils.canonicalize_name``'s rule), which also
+    matches a conda name to its PyPI project (``typing_extensions``, ``typing-extensions``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def required_by(text: str) -> dict[str, set[str]]:
+    """From uv's annotated requirements: each package -> the packages that require it (the
+    ``-r requirements.in``/``-c constraints.txt`` entries, which are not packages, left out)."""
+    out: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        found = _LINE.fullmatch(line.strip())
+        if found is None:
+            continue
+        dependants = {
+            canonical(item.strip())
+            for item in found.group(2).split(",")
+            if item.strip() and not item.strip().startswith("-")
+        }
+        out.setdefault(canonical(found.group(1)), set()).update(dependants)
+    return out
+
+
+def with_dependencies(target: PipTarget, packages: Sequence[LockedPackage]) -> list[LockedPackage]:
+    """``packages`` (uv's resolution of ``target``) with ``depends`` set to the names each one
+    requires, conda-provided ones included (``numpy``): the resolution is asked once more in
+    uv's annotated text form, every locked version pinned."""
+    if not packages:
+        return list(packages)
+    pins = [f"{p.name}=={p.version}" for p in packages]
+    with tempfile.TemporaryDirectory(prefix="envfactory-uv-") as tmp:
+        requirements = Path(tmp) / "requirements.in"
+        requirements.write_text("\n".join(target.requirements) + "\n", encoding="utf-8")
+        constraints = Path(tmp) / "constraints.txt"
+        lines = [*target.constraint_lines(), *pins]
+        constraints.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        command = _annotated(target.uv_command(requirements, constraints))
+        try:
+            proc = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=UV_TIMEOUT_S,
+                check=False,
+                env=_uv_environment(),
+                cwd=tmp,
+            )
+        except subprocess.TimeoutExpired:
+            raise ToolError(
+                f"uv ran longer than {UV_TIMEOUT_S} s while listing the dependencies of "
+                f"{target.describe()}"
+            ) from None
+    if proc.returncode != 0:
+        tail = "\n".join(f"  {line}" for line in proc.stderr.strip().splitlines()[-16:])
+        raise ToolError(
+            f"uv could not list the dependencies of the locked pip packages of "
+            f"{target.describe()}:\n{tail}",
+            "the locked versions did not resolve again; re-run the lock",
+        )
+    return attach(packages, required_by(proc.stdout))
+
+
+def attach(
+    packages: Sequence[LockedPackage], dependants: Mapping[str, set[str]]
+) -> list[LockedPackage]:
+    """Each package with the sorted names of what it requires (the reverse of ``dependants``)."""
+    requires: dict[str, set[str]] = {}
+    for name, whose in dependants.items():
+        for dependant in whose:
+            requires.setdefault(dependant, set()).add(name)
+    return [
+        p._replace(depends=tuple(sorted(requires.get(canonical(p.name), ())))) for p in packages
+    ]
+
+
+def _annotated(command: list[str]) -> list[str]:
+    """``uv pip compile`` as ``PipTarget.uv_command`` writes it, in the requirements format
+    with one ``# via`` comment per line instead of ``pylock.toml``."""
+    out = []
+    skip = False
+    for arg in command:
+        if skip:
+            skip = False
+            continue
+        if arg == "--format":
+            skip = True
+            continue
+        out.append(arg)
+    return [*out, "--annotation-style", "line"]
