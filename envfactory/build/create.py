@@ -47,6 +47,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NamedTuple
 
+from envfactory import host
 from envfactory.build.channels import ChannelMap
 from envfactory.build.checks import LockedPackage
 from envfactory.build.lockmeta import LockMetadata
@@ -213,7 +214,7 @@ def _to_the_end(work: Callable[[], None], meanwhile: Callable[[], None] | None =
 
     def target() -> None:
         try:
-            signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+            host.block_interrupts()
             work()
         except BaseException as exc:
             failure.append(exc)
@@ -338,7 +339,7 @@ def create_environment(
     umask = _umask()
 
     staging_prefix = f".{prefix.name}.envfactory-"
-    with handling((signal.SIGTERM, signal.SIGHUP), _interrupt):
+    with handling(INTERRUPTS - {signal.SIGINT}, _interrupt):
         prefix.parent.mkdir(parents=True, exist_ok=True)
         for stale in sweep_stale(prefix.parent, staging_prefix):
             say(f"removed {stale}, left by an interrupted create")

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from envfactory import host
 from envfactory.build.checks import LockedPackage
 from envfactory.build.pkgcache import local_path
 from envfactory.errors import ToolError, UserInputError
@@ -90,7 +91,7 @@ class PipCache:
             st = path.lstat()
         except OSError:
             return None
-        mine = st.st_uid == os.getuid() and not st.st_mode & 0o022
+        mine = host.owned_privately(st)
         if not stat.S_ISREG(st.st_mode) or not mine:
             return None
         try:

@@ -29,7 +29,6 @@ checks.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import posixpath
@@ -43,8 +42,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal, NamedTuple, Protocol
-from urllib.parse import unquote, urlparse
 
+from envfactory import host
 from envfactory.errors import ToolError, UserInputError
 from envfactory.fsio import remove_stale_temporaries, write_cached
 
@@ -536,7 +535,7 @@ class Staging:
         handle: IO[bytes] | None = None
         try:
             handle = (path / MARKER).open("wb")
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            host.flock(handle.fileno(), host.LOCK_EX)
             handle.write(f"{os.getpid()}\n".encode())
             handle.flush()
             if mode is not None:
@@ -553,18 +552,19 @@ class Staging:
         """Mark an existing directory for removal: if this process dies before it removes
         it, ``sweep_stale`` will (once the directory is renamed to a staging name)."""
         handle = (path / MARKER).open("wb")
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        host.flock(handle.fileno(), host.LOCK_EX)
         return cls(path, handle)
 
     def release_marker(self) -> None:
         """Remove the marker (before the directory becomes something permanent)."""
         if self._handle is not None:
-            with contextlib.suppress(FileNotFoundError):
-                (self.path / MARKER).unlink()
-            self._handle.close()
+            host.unlink_open(self.path / MARKER, self._handle)
             self._handle = None
 
     def remove(self) -> None:
+        if self._handle is not None and host.WINDOWS:  # an open file cannot be removed there
+            self._handle.close()
+            self._handle = None
         shutil.rmtree(self.path, ignore_errors=True)
         if self._handle is not None:
             self._handle.close()
@@ -572,7 +572,7 @@ class Staging:
 
 
 # what create turns into a clean-up (exit 130)
-INTERRUPTS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+INTERRUPTS = host.INTERRUPTS
 
 
 @contextlib.contextmanager
@@ -605,11 +605,11 @@ def interrupts_deferred() -> Iterator[None]:
     came: list[int] = []
     try:
         with handling(INTERRUPTS, lambda signum, _frame: came.append(signum)):
-            previous = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+            previous = host.block_interrupts()
             try:
                 yield
             finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+                host.restore_interrupts(previous)
     finally:
         if came:
             signal.raise_signal(came[0])
@@ -627,7 +627,7 @@ def sweep_stale(parent: Path, prefix: str) -> list[Path]:
             continue
         try:
             with marker.open("rb") as handle:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                host.flock(handle.fileno(), host.LOCK_EX | host.LOCK_NB)
                 shutil.rmtree(candidate, ignore_errors=True)
         except BlockingIOError:
             continue  # alive
@@ -726,7 +726,7 @@ def archive_matches(pkg: Wanted, path: Path) -> bool:
 
 
 def local_path(url: str) -> Path | None:
-    return Path(unquote(urlparse(url).path)) if url.startswith("file://") else None
+    return host.file_url_path(url)
 
 
 def workers() -> int:
@@ -812,7 +812,7 @@ class PackageCache:
                 lock = child.with_name(child.name + ".lock")
                 with lock.open("a+b") as handle:
                     try:
-                        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        host.flock(handle.fileno(), host.LOCK_EX | host.LOCK_NB)
                     except BlockingIOError:
                         continue
                     shutil.rmtree(child, ignore_errors=True)
@@ -1002,10 +1002,10 @@ class PackageCache:
     def _shared(self, handle: IO[bytes], pkg: Wanted, name: str) -> str | None:
         """Take the shared lock; the entry's sha256 when it holds the locked archive."""
         algorithm, expected = _expected(pkg)
-        fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+        host.flock(handle.fileno(), host.LOCK_SH)
         found = self._hit(handle, name, algorithm, expected)
         if found is None:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            host.flock(handle.fileno(), host.LOCK_UN)
         return found
 
     def _cached(
@@ -1045,28 +1045,23 @@ class PackageCache:
         under the entry's exclusive lock, taken in the worker); ``landed(i, outcome)`` runs
         here as each one finishes, ``transferred(nbytes)`` a few times a second while the
         workers download."""
-        import multiprocessing
-        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+        from concurrent.futures import FIRST_COMPLETED, Executor, wait
 
-        context = multiprocessing.get_context("forkserver")
         # Only these are preloaded: the default would import __main__ (the CLI) again; the
         # second quiets the traceback of a worker forked for a create killed meanwhile.
-        context.set_forkserver_preload(["envfactory.build.pkgcache", "envfactory.build.orphaned"])
-        from multiprocessing import resource_tracker
-
-        resource_tracker.ensure_running()  # it would unblock SIGINT and SIGTERM in the block
-        downloaded = context.Value("q", 0) if transferred is not None else None
+        context = host.pool_context(["envfactory.build.pkgcache", "envfactory.build.orphaned"])
+        downloaded = host.shared_counter(context) if transferred is not None else None
         reported = 0
-        pool: ProcessPoolExecutor | None = None
+        pool: Executor | None = None
         try:
             # all of the pool's workers start, or none do; a signal that came meanwhile is
             # raised as the block ends, where the pool is shut down below like any failure
             with interrupts_deferred():
-                pool = ProcessPoolExecutor(
+                pool = host.worker_pool(
                     min(workers(), len(indices)),
-                    mp_context=context,
-                    initializer=_worker_init,
-                    initargs=(os.getpid(), downloaded),
+                    context,
+                    (_worker_init, (os.getpid(), downloaded)),
+                    (_count_downloads, (downloaded,)),
                 )
                 with _main_not_reimported():
                     pending = {
@@ -1119,12 +1114,17 @@ def _main_not_reimported() -> Iterator[None]:
 _DOWNLOADED: Any = None
 
 
-def _worker_init(parent: int, downloaded: Any = None) -> None:
+def _count_downloads(downloaded: Any) -> None:
+    """Where ``_download`` adds the bytes it wrote (a counter the parent reads)."""
     global _DOWNLOADED
     _DOWNLOADED = downloaded
+
+
+def _worker_init(parent: int, downloaded: Any = None) -> None:
+    _count_downloads(downloaded)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles it and waits for us
     # started with them blocked (interrupts_deferred): SIGTERM and SIGHUP end a worker again
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
+    host.unblock_interrupts()
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
 
 
@@ -1133,21 +1133,7 @@ def _exit_with(parent: int) -> None:
     forkserver's child, not the create's, and would otherwise wait for work for ever, holding
     the create's stdout and stderr open (whoever reads them would wait as long). A staging
     directory it leaves is removed by the next run (its marker's flock dies with it)."""
-    import select
-    import time
-
-    try:
-        handle = os.pidfd_open(parent)
-    except (AttributeError, OSError):  # pragma: no cover - no pidfd (Linux < 5.3, macOS)
-        while True:
-            time.sleep(0.5)
-            try:
-                os.kill(parent, 0)
-            except ProcessLookupError:
-                os._exit(1)
-            except OSError:
-                continue
-    select.select([handle], [], [])  # readable once the process has exited
+    host.wait_for_exit(parent)
     os._exit(1)
 
 
@@ -1175,10 +1161,10 @@ def _fill_one(location: CacheLocation, pkg: Wanted) -> Outcome | tuple[str, str,
             # waiting for an exclusive one would deadlock: that create's lease holds a shared
             # lock on the entry until it is done, while it may wait for an entry this create
             # holds the same way (two creates of one cold set: tests/test_pkgcache.py).
-            fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+            host.flock(handle.fileno(), host.LOCK_SH)
             if cache._hit(handle, name, algorithm, expected) is not None:
                 return "cached"
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            host.flock(handle.fileno(), host.LOCK_UN)
             _exclusive(handle, cache.root / name, pkg)
             if cache._hit(handle, name, algorithm, expected) is not None:
                 return "cached"
@@ -1200,7 +1186,7 @@ def _exclusive(handle: IO[bytes], entry: Path, pkg: Wanted) -> None:
     delay = 0.01
     while True:
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            host.flock(handle.fileno(), host.LOCK_EX | host.LOCK_NB)
             return
         except BlockingIOError:
             if time.monotonic() > deadline:

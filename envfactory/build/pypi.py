@@ -25,17 +25,18 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from envfactory import host
 from envfactory.build.checks import LockedPackage
 from envfactory.catalog.model import Constraint, Platform, os_of
 from envfactory.errors import ToolError
@@ -87,7 +88,7 @@ def _index_args(index: str | None) -> list[str]:
         # environment (uv_index_environment), never the command line
         return [] if pip_indexes()[0] else ["--index-url", PYPI_SIMPLE]
     if "://" not in index or index.startswith("file://"):
-        folder = Path(unquote(urlparse(index).path)) if index.startswith("file://") else Path(index)
+        folder = host.file_url_path(index) or Path(index)
         return ["--no-index", "--find-links", str(folder.resolve())]
     return ["--index-url", index]
 
@@ -154,9 +155,10 @@ class PipTarget:
     def uv_command(self, requirements: Path, constraints: Path) -> list[str]:
         command = [uv_binary(), "pip", "compile", str(requirements), "-c", str(constraints)]
         command += ["--format", "pylock.toml", "--no-config", "--no-header", "--quiet"]
-        # sdists are built (for their metadata) by a Python found on the host, never one uv
-        # would download
-        command += ["--no-python-downloads"]
+        # sdists are built (for their metadata) by the Python running envfactory, never one uv
+        # would download or have to find (a Windows host has none on PATH or in the registry
+        # when envfactory runs from an embeddable Python: "No interpreter found")
+        command += ["--no-python-downloads", "--python", sys.executable]
         command += ["--python-version", self.python]
         command += ["--python-platform", uv_platform(self.platform, self.glibc)]
         command += _index_args(self.index)
@@ -372,7 +374,7 @@ def _sha256(item: Mapping[str, Any], url: str) -> str:
 def _sha256_of_local(url: str) -> str | None:
     if not url.startswith("file://"):
         return None
-    return hashlib.sha256(Path(unquote(urlparse(url).path)).read_bytes()).hexdigest()
+    return hashlib.sha256((host.file_url_path(url) or Path(url)).read_bytes()).hexdigest()
 
 
 SDIST_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".zip")
