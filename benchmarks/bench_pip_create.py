@@ -1,19 +1,26 @@
-"""The pip half of a warm ``create`` against its floor: the same cached wheels installed by the
-``installer`` library alone (no cache look-up, no sha256, no METADATA or RECORD check).
+"""The pip half of a warm ``create`` against its floor, the cache-link floor: every file of
+every wheel hard-linked from the package cache's unpacked form (``wheeltree``) into an empty
+prefix, nothing else (no look-up, no scripts, no RECORD). For comparison, ``installer.install``
+of the same wheel files (reading and decompressing each wheel), what a create did before the
+unpacked form existed.
 
-Figure: ``pipside.prepare`` + ``pipside.install`` of tf114-cuda100's 23 pip packages with every
-file already in the package cache (what a second create does). Floor: ``installer.install`` of
-the same 23 wheel files into an empty prefix. Runs interleaved (floor, figure, ...) so both see
-the same load. Also the first (cold) prepare, which copies every file into the cache.
+Figure: ``pipside.prepare`` + ``pipside.install`` with every file already in the package cache
+(what a second create does). Runs interleaved (floor, figure, installer, ...) so all see the
+same load. Also the first (cold) prepare: copy into the cache, sha256, METADATA and RECORD
+checks, unpack.
 
-The wheels are the stub wheels of tests/channel_builder.py (real names, versions, metadata and
-console scripts; small payloads), so this measures envfactory's own per-package work, not disk
-bandwidth. Run: ``.venv/bin/python benchmarks/bench_pip_create.py [--repeat N]``.
+Wheels: by default the stub wheels of tests/channel_builder.py for tf114-cuda100's 23 pip
+packages (real names, versions, metadata and console scripts; small payloads): envfactory's own
+per-package work. ``--wheels DIR``: every ``*.whl`` in DIR, e.g. the real wheels of
+tensorboard 2.15.2's closure that tests/test_realpython.py keeps (numpy, grpcio, ...: a
+pip-heavy environment, ~5,000 files). Run: ``.venv/bin/python benchmarks/bench_pip_create.py
+[--repeat N] [--wheels DIR]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -30,7 +37,9 @@ from channel_builder import DATA, add_project_wheels, build_wheel_folder  # noqa
 def main() -> int:
     args = argparse.ArgumentParser(description=__doc__)
     args.add_argument("--repeat", type=int, default=9)
-    repeat = args.parse_args().repeat
+    args.add_argument("--wheels", type=Path, default=None)
+    options = args.parse_args()
+    repeat = options.repeat
 
     from installer import install
     from installer.destinations import SchemeDictionaryDestination
@@ -43,15 +52,20 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="bench-pip-"))
     try:
-        folder = add_project_wheels(
-            build_wheel_folder(work / "wheels", [DATA / "pypi" / "tf114-cuda100-linux-64.json"])
-        )
+        if options.wheels is None:
+            folder = add_project_wheels(
+                build_wheel_folder(work / "wheels", [DATA / "pypi" / "tf114-cuda100-linux-64.json"])
+            )
+            label = "tf114-cuda100 (stub wheels)"
+        else:
+            folder, label = options.wheels, str(options.wheels)
         wanted = sorted(
             p for p in folder.glob("*.whl") if p.name != "six-1.12.0-py2.py3-none-any.whl"
         )
         packages = []
         for wheel in wanted:
             name, version = wheel.name.split("-")[:2]
+            name = name.replace("_", "-")
             packages.append(
                 LockedPackage(
                     "pip", name, version, "linux-64", wheel.as_uri(), sha256=sha256_of(wheel)
@@ -71,11 +85,29 @@ def main() -> int:
             assert ready.downloaded == 0 and ready.cached == len(packages)
             return took
 
+        trees = [tree for _pkg, tree in prepared.wheels]
+        nfiles = sum(len(t.manifest["files"]) for t in trees)
+
         def floor(i: int) -> float:
             prefix = work / f"floor{i}"
+            started = time.perf_counter()
+            made: set[str] = set()
+            for tree in trees:
+                files = tree.path / "files"
+                for scheme_name, rel, _digest, _size in tree.manifest["files"]:
+                    target = os.path.join(prefix, scheme_name, rel)  # noqa: PTH118
+                    parent = os.path.dirname(target)  # noqa: PTH120
+                    if parent not in made:
+                        os.makedirs(parent, exist_ok=True)  # noqa: PTH103
+                        made.add(parent)
+                    os.link(files / scheme_name / rel, target)
+            return time.perf_counter() - started
+
+        def installer_alone(i: int) -> float:
+            prefix = work / f"installer{i}"
             where = scheme(prefix, prefix, "linux-64", "3.7")
             started = time.perf_counter()
-            for _pkg, wheel in prepared.wheels:
+            for wheel in wanted:
                 with WheelFile.open(wheel) as source:
                     destination = SchemeDictionaryDestination(
                         {
@@ -93,23 +125,31 @@ def main() -> int:
             return time.perf_counter() - started
 
         figure(-1)
-        floor(-1)  # warm-up: imports, page cache
-        figures, floors = [], []
+        floor(-1)
+        installer_alone(-1)  # warm-up: imports, page cache
+        figures, floors, alone = [], [], []
         for i in range(repeat):
             floors.append(floor(i))
             figures.append(figure(i))
+            alone.append(installer_alone(i))
         fig, flo = statistics.median(figures), statistics.median(floors)
-        print(f"pip half of create, tf114-cuda100 ({len(packages)} stub wheels), {repeat} runs")
+        ins = statistics.median(alone)
+        print(f"pip half of create, {label}: {len(packages)} wheels, {nfiles} files, {repeat} runs")
         print(f"  cold prepare (copy into the cache, hash, check)  {cold * 1e3:7.1f} ms")
         print(
             f"  warm prepare + install (figure)                  {fig * 1e3:7.1f} ms  "
             f"(min {min(figures) * 1e3:.1f}, max {max(figures) * 1e3:.1f})"
         )
         print(
-            f"  installer alone, same wheels (floor)             {flo * 1e3:7.1f} ms  "
+            f"  hard links from the cache alone (floor)          {flo * 1e3:7.1f} ms  "
             f"(min {min(floors) * 1e3:.1f}, max {max(floors) * 1e3:.1f})"
         )
+        print(
+            f"  installer alone, same wheels                     {ins * 1e3:7.1f} ms  "
+            f"(min {min(alone) * 1e3:.1f}, max {max(alone) * 1e3:.1f})"
+        )
         print(f"  ratio figure / floor                             {fig / flo:7.2f}x")
+        print(f"  ratio figure / installer alone                   {fig / ins:7.2f}x")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -29,6 +29,7 @@ from envfactory.diagnose.probes import (
     FsView,
     LibraryVersion,
     MappingFs,
+    MeasuredLoad,
     Nvcc,
     PrefixPackages,
     TfCheck,
@@ -62,8 +63,14 @@ class RecordedProbes:
         nvcc: Nvcc | None = None,
         wsl: tuple[str, ...] = (),
         packages: PrefixPackages | None = None,
+        cwd: str = "C:\\Users\\user",
+        known_dlls: frozenset[str] = frozenset(),
+        measured: Mapping[str, MeasuredLoad] | None = None,
     ) -> None:
         self.os_name = os_name
+        self._cwd = cwd
+        self._known_dlls = known_dlls
+        self._measured = measured or {}
         self._environ = environ
         self._fs = fs
         self._ldcache = ldcache or {}
@@ -78,6 +85,17 @@ class RecordedProbes:
 
     def fs(self) -> FsView:
         return self._fs
+
+    def cwd(self) -> str:
+        return self._cwd
+
+    def known_dlls(self) -> frozenset[str]:
+        return self._known_dlls
+
+    def measure_loads(
+        self, prefix: Path, requests: Sequence[tuple[str, str]]
+    ) -> Mapping[str, MeasuredLoad]:
+        return {name: self._measured[name] for name, _ in requests if name in self._measured}
 
     def ldcache(self) -> Mapping[str, Sequence[str]]:
         return self._ldcache

@@ -48,9 +48,12 @@ def test_tf114_closure_for_py37_linux_from_pypi() -> None:
     assert wheels["gast"].filename == "gast-0.2.2.tar.gz"  # sdist-only release, locked by hash
     # markers evaluated for python 3.7, not the host's: markdown needs importlib-metadata there
     assert {"importlib-metadata", "zipp", "typing-extensions"} <= set(wheels)
+    # the captured closure (the stub wheels' source) was resolved under the old protobuf<3.20
+    # bound, which issue 24 corrected to <3.21 (tensorflow#56266): protobuf is held above, the
+    # rest of the closure must be the captured one file for file
     captured = json.loads((DATA / "tf114-cuda100-linux-64.json").read_text())
-    names = {w["filename"] for w in captured["wheels"] if w["name"] != "numpy"}
-    assert {p.filename for p in wheels.values()} == names
+    names = {w["filename"] for w in captured["wheels"] if w["name"] not in ("numpy", "protobuf")}
+    assert {p.filename for p in wheels.values() if p.name != "protobuf"} == names
 
 
 def _pylock(*entries: str) -> str:

@@ -81,6 +81,14 @@ def test_console_scripts_land_in_bin_with_the_environments_shebang(
     assert verify_environment(prefix).identical
 
 
+def test_compile_is_refused_for_an_environment_this_machine_cannot_run(
+    tf114_lock: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(UserInputError, match=r"--compile runs the environment's python"):
+        create_environment(tf114_lock, tmp_path / "w", platform="win-64", compile_bytecode=True)
+    assert not (tmp_path / "w").exists()
+
+
 def test_win_layout_has_exe_launchers_in_scripts(tf114_lock: Path, tmp_path: Path) -> None:
     prefix = tmp_path / "win"
     create_environment(tf114_lock, prefix, platform="win-64")
@@ -133,6 +141,11 @@ def test_a_second_create_downloads_nothing(
     assert (second.pip_downloaded, second.pip_cached) == (0, 23)
     assert len(seen) == 23  # nothing asked of the server again
     assert verify_environment(tmp_path / "two").identical
+    # the second create read no wheel: the files are hard links to the cache's unpacked form
+    site = "lib/python3.7/site-packages/tensorflow_gpu/__init__.py"
+    one, two = (tmp_path / "one" / site).stat(), (tmp_path / "two" / site).stat()
+    assert one.st_ino == two.st_ino and one.st_nlink >= 3  # both environments and the cache
+    _check_record(tmp_path / "two" / "lib/python3.7/site-packages")
     httpd.shutdown()  # type: ignore[attr-defined]
     httpd.server_close()  # type: ignore[attr-defined]
     # cache info counts them; clean removes them (the environments keep their files)
@@ -143,12 +156,36 @@ def test_a_second_create_downloads_nothing(
     assert (tmp_path / "two/bin/tensorboard").is_file()
 
 
-def _wheel(folder: Path, name: str, version: str, filename: str, says: str | None = None) -> Path:
+def _check_record(site: Path) -> None:
+    """Every RECORD row of every installed distribution names a file whose sha256 and size
+    are the row's (what ``pip check``'s siblings, ``pip uninstall`` and ``verify``, rely on)."""
+    import csv
+
+    infos = sorted(site.glob("*.dist-info"))
+    assert infos
+    for info in infos:
+        with (info / "RECORD").open(newline="") as handle:
+            rows = list(csv.reader(handle))
+        assert rows[-1] == [f"{info.name}/RECORD", "", ""]
+        for path, digest, size in rows[:-1]:
+            data = (site / path).read_bytes()
+            expected = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            assert (digest, int(size)) == (f"sha256={expected.decode()}", len(data)), path
+
+
+def _wheel(
+    folder: Path,
+    name: str,
+    version: str,
+    filename: str,
+    says: str | None = None,
+    member: str | None = None,
+) -> Path:
     """A wheel of ``name`` ``version`` (its .dist-info's name) whose METADATA names ``says``
-    (default: ``name``), under any file name."""
+    (default: ``name``), under any file name; its module is ``member`` if given."""
     info = f"{name}-{version}.dist-info"
     files = {
-        f"{name}/__init__.py": "",
+        member or f"{name}/__init__.py": "",
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {says or name}\nVersion: {version}\n",
         f"{info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
@@ -181,6 +218,18 @@ def test_a_wheel_whose_metadata_is_not_the_locked_package_is_refused(tmp_path: P
     other = _wheel(tmp_path, "good", "2.0", "good-2.0-py3-none-any.whl", says="other")
     with pytest.raises(ToolError, match=r"METADATA says other 2.0, the lock says good 2.0"):
         pipside.prepare([_locked(other, "good", "2.0")], tmp_path / "cache", platform="linux-64")
+
+
+def test_a_wheel_member_outside_its_scheme_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    from envfactory.build import pipside
+
+    for n, member in enumerate(("../../../../outside.py", "x.data/purelib/../../../../o.py")):
+        wheel = _wheel(tmp_path, "x", f"1.{n}", f"x-1.{n}-py3-none-any.whl", member=member)
+        with pytest.raises(ToolError, match=r"outside (its scheme|the wheel schemes)"):
+            pipside.prepare([_locked(wheel, "x", f"1.{n}")], tmp_path / "c", platform="linux-64")
+    assert not list((tmp_path / "c").rglob("*.py"))  # no unpacked member left behind
 
 
 def test_a_wheel_never_writes_over_a_file_the_conda_side_installed(tmp_path: Path) -> None:

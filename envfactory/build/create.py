@@ -47,6 +47,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NamedTuple
 
+from envfactory import host
 from envfactory.build import ownfiles
 from envfactory.build.channels import ChannelMap
 from envfactory.build.checks import LockedPackage
@@ -215,7 +216,7 @@ def _to_the_end(work: Callable[[], None], meanwhile: Callable[[], None] | None =
 
     def target() -> None:
         try:
-            signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+            host.block_interrupts()
             work()
         except BaseException as exc:
             failure.append(exc)
@@ -257,6 +258,7 @@ def create_environment(
     cache_progress: CacheProgress | None = None,
     pip_transfer: Transfer | None = None,
     allow_build: Sequence[str] = (),
+    compile_bytecode: bool = False,
     seed: Callable[[Path], None] | None = None,
 ) -> CreateResult:
     """``seed``: fills the staging directory before rattler links into it (``update``: the
@@ -275,6 +277,10 @@ def create_environment(
             f"lock for this platform: envfactory lock COMBO --platform {target_platform}",
         )
     meta = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(lock_path))
+    if compile_bytecode:
+        from envfactory.build.bytecode import check_can_compile
+
+        check_can_compile(target_platform)
     has_pip = any(p.platform == target_platform and p.manager == "pip" for p in lock.packages)
     if wheel_dir is None and channel_map is not None and has_pip:
         # mirror imports the pip side's readers (packaging): only when the lock has wheels
@@ -335,7 +341,7 @@ def create_environment(
     umask = _umask()
 
     staging_prefix = f".{prefix.name}.envfactory-"
-    with handling((signal.SIGTERM, signal.SIGHUP), _interrupt):
+    with handling(INTERRUPTS - {signal.SIGINT}, _interrupt):
         prefix.parent.mkdir(parents=True, exist_ok=True)
         for stale in sweep_stale(prefix.parent, staging_prefix):
             say(f"removed {stale}, left by an interrupted create")
@@ -395,6 +401,10 @@ def create_environment(
             staging.remove()
             raise
     say(f"created {prefix}")
+    if compile_bytecode:  # the one program of the environment create runs, and only when asked
+        from envfactory.build.bytecode import compile_site_packages
+
+        say(f"compiled {compile_site_packages(prefix, target_platform, python)} (--compile)")
     moved = tuple(prefix / p.relative_to(staging.path) for p in activation)
     return CreateResult(
         prefix,

@@ -1,11 +1,8 @@
-"""File locks: the one adapter between envfactory and the host's locking call.
-
-POSIX hosts ``flock`` (shared and exclusive locks on an open file, released when the file is
-closed or the process dies, kill -9 included); Windows ``msvcrt.locking`` on the file's first
-byte, which knows only exclusive locks, so a shared lock is an exclusive one there (two creates
-that link from one cache entry then take turns; the cache takes its locks in one sorted order,
-so they cannot wait on each other). Nothing POSIX-only is imported at module level: the CLI
-runs on Windows too (DESIGN.md, decision 15).
+"""Waiting for file locks, and saying so: the package cache's locks on top of the host
+adapter's ``flock`` (``envfactory.host.flock``: ``fcntl.flock`` on POSIX, ``LockFileEx`` on
+Windows; shared and exclusive locks on an open file, released when the file is closed or the
+process dies, kill -9 included). Nothing POSIX-only is imported at module level: the CLI runs
+on Windows too (DESIGN.md, decision 15).
 
 Every wait polls a non-blocking attempt, so that the caller can say what it waits for while
 it waits (``waiting``) and give up at a deadline, never a silent block.
@@ -13,14 +10,11 @@ it waits (``waiting``) and give up at a deadline, never a silent block.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
 import time
 from collections.abc import Callable
 from typing import IO
 
-WINDOWS = sys.platform.startswith("win")
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # absent on Windows: callers check with lstat
 
 
@@ -32,35 +26,19 @@ def open_lock_file(path: str) -> IO[bytes]:
 
 def try_lock(handle: IO[bytes], *, shared: bool) -> bool:
     """Take the lock without waiting; False when another process holds a conflicting one."""
-    if WINDOWS:
-        import msvcrt
-
-        handle.seek(0)
-        try:
-            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
-        except OSError:
-            return False
-        return True
-    import fcntl
+    from envfactory import host
 
     try:
-        fcntl.flock(handle.fileno(), (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        host.flock(handle.fileno(), (host.LOCK_SH if shared else host.LOCK_EX) | host.LOCK_NB)
     except BlockingIOError:
         return False
     return True
 
 
 def unlock(handle: IO[bytes]) -> None:
-    if WINDOWS:
-        import msvcrt
+    from envfactory import host
 
-        handle.seek(0)
-        with contextlib.suppress(OSError):
-            msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)  # type: ignore[attr-defined]
-        return
-    import fcntl
-
-    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    host.flock(handle.fileno(), host.LOCK_UN)
 
 
 REPORT_AFTER_S = 1.0

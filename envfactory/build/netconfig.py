@@ -9,6 +9,10 @@ sections ``[global]`` then ``[download]``/``[install]``, then ``PIP_<OPTION>`` v
 ``proxy``, ``cert`` (CA bundle), ``client-cert``, ``trusted-host`` (no certificate check for that
 host). Without ``cert``, ``SSL_CERT_FILE`` (what uv reads) is the CA bundle. requests itself adds
 the ``HTTP(S)_PROXY``/``NO_PROXY`` variables, ``REQUESTS_CA_BUNDLE`` and ``~/.netrc`` logins.
+``lock`` without ``--pip-index`` resolves on pip's ``index-url`` (login included) with its
+``trusted-host`` and ``keyring-provider`` (``uv_index_environment``; ``extra-index-url`` is not
+used, see there); the lock records each file's URL without the login, and create's downloads
+add the login again for that host. The index URL itself is never a lock input.
 
 conda: ``proxy_servers`` and ``ssl_verify`` (true, false or a CA bundle path) of the
 ``.condarc`` files conda reads by default (https://docs.conda.io/projects/conda/en/latest/
@@ -23,9 +27,17 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
-_PIP_KEYS = ("proxy", "cert", "client-cert", "trusted-host")
+_PIP_KEYS = (
+    "proxy",
+    "cert",
+    "client-cert",
+    "trusted-host",
+    "index-url",
+    "extra-index-url",
+    "keyring-provider",
+)
 
 
 def pip_config_files(env: Mapping[str, str]) -> list[Path]:
@@ -64,17 +76,77 @@ def pip_settings(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return out
 
 
-class _Session:
-    """requests' Session, with certificate checks off for pip's trusted hosts only."""
+def pip_indexes(env: Mapping[str, str] | None = None) -> tuple[str | None, list[str]]:
+    """The user's pip ``index-url`` (None: pip's default, PyPI) and ``extra-index-url`` list,
+    credentials included: for the resolver's environment and the download logins only, never
+    for a lock, a message or a command line."""
+    settings = pip_settings(env)
+    return settings.get("index-url") or None, settings.get("extra-index-url", "").split()
 
-    def __init__(self, session: Any, trusted: frozenset[str]) -> None:
+
+def uv_index_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The user's pip index settings as uv's variables (https://docs.astral.sh/uv/reference/
+    environment/: ``UV_INDEX_URL``, ``UV_INSECURE_HOST``, ``UV_KEYRING_PROVIDER``), passed
+    in uv's environment rather than on its command line, where any local user could read a
+    password with ``ps``. uv reads ``~/.netrc`` itself."""
+    settings = pip_settings(env)
+    index, _extra = pip_indexes(env)
+    out: dict[str, str] = {}
+    if index:
+        out["UV_INDEX_URL"] = index
+    # extra-index-url is not passed on: pip takes the best match across all its indexes, uv the
+    # first index that has a package (dependency confusion), and an extra index is often a
+    # machine's own folder (file:///opt/...) whose URLs would then be written into the lock
+    if settings.get("trusted-host"):
+        out["UV_INSECURE_HOST"] = " ".join(settings["trusted-host"].split())
+    if settings.get("keyring-provider") in ("subprocess", "disabled"):
+        out["UV_KEYRING_PROVIDER"] = settings["keyring-provider"]
+    return out
+
+
+def _logins(env: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """host[:port] -> (user, password) of the user's pip index URLs that carry a login."""
+    index, extra = pip_indexes(env)
+    out: dict[str, tuple[str, str]] = {}
+    for url in [u for u in (index, *extra) if u]:
+        parts = urlsplit(url)
+        if parts.username is not None and parts.hostname:
+            host = parts.hostname + (f":{parts.port}" if parts.port else "")
+            out[host] = (unquote(parts.username), unquote(parts.password or ""))
+    return out
+
+
+class _Session:
+    """requests' Session, with certificate checks off for pip's trusted hosts only (or for
+    every host: ``.condarc``'s ``ssl_verify: false``). Where the user turned them off, urllib3's
+    InsecureRequestWarning is not printed for each request (pip and conda keep quiet too)."""
+
+    def __init__(
+        self,
+        session: Any,
+        trusted: frozenset[str],
+        everywhere: bool = False,
+        logins: Mapping[str, tuple[str, str]] | None = None,
+    ) -> None:
         self.session = session
         self.trusted = trusted
+        self.everywhere = everywhere
+        self.logins = dict(logins or {})
 
     def get(self, url: str, **kwargs: Any) -> Any:
         parts = urlsplit(url)
-        if parts.hostname in self.trusted or parts.netloc in self.trusted:
+        login = self.logins.get(parts.netloc) or self.logins.get(parts.hostname or "")
+        if login is not None and "auth" not in kwargs and parts.username is None:
+            kwargs["auth"] = login  # the login of the user's pip index for the files it serves
+        if self.everywhere or parts.hostname in self.trusted or parts.netloc in self.trusted:
+            import warnings
+
+            from urllib3.exceptions import InsecureRequestWarning
+
             kwargs["verify"] = False
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", InsecureRequestWarning)
+                return self.session.get(url, **kwargs)
         return self.session.get(url, **kwargs)
 
     def close(self) -> None:
@@ -103,7 +175,7 @@ def pip_session(env: Mapping[str, str] | None = None) -> _Session:
     if settings.get("client-cert"):
         session.cert = settings["client-cert"]
     trusted = frozenset(settings.get("trusted-host", "").split())
-    return _Session(session, trusted)
+    return _Session(session, trusted, logins=_logins(env))
 
 
 def condarc_files(env: Mapping[str, str]) -> list[Path]:
@@ -146,7 +218,7 @@ def conda_session(env: Mapping[str, str] | None = None) -> Any:
         session.proxies.update(settings["proxy_servers"])
     verify = settings.get("ssl_verify")
     if verify is False or (isinstance(verify, str) and verify.lower() == "false"):
-        session.verify = False
-    elif isinstance(verify, str) and verify.lower() != "true":
+        return _Session(session, frozenset(), everywhere=True)
+    if isinstance(verify, str) and verify.lower() != "true":
         session.verify = verify
-    return session
+    return _Session(session, frozenset())

@@ -7,6 +7,8 @@ both halves)::
     <root>/.pypi/<sha256>/<file name>             a wheel or sdist whose sha256 is <sha256>
     <root>/.pypi/built/<key>/<wheel name>         a wheel built from a vetted sdist
     <root>/.pypi/<entry>/.checked                 size, mtime and inode of the file when checked
+    <root>/.pypi/unpacked/<key>/                  a wheel unpacked after its checks (wheeltree),
+                                                  key: its sha256, or built-<key> for a build
     <root>/.pypi/.tmp-<random>/                   work in progress
 
 An entry is published by one ``rename`` of a complete directory (file and ``.checked``), only
@@ -29,12 +31,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from envfactory import host
 from envfactory.build.checks import LockedPackage
 from envfactory.build.pkgcache import local_path
 from envfactory.errors import ToolError, UserInputError
 
 PIP_DIR = ".pypi"
 BUILT = "built"
+UNPACKED = "unpacked"
 CHECKED = ".checked"
 CHUNK = 1 << 20
 TIMEOUT_S = 60
@@ -87,7 +91,7 @@ class PipCache:
             st = path.lstat()
         except OSError:
             return None
-        mine = st.st_uid == os.getuid() and not st.st_mode & 0o022
+        mine = host.owned_privately(st)
         if not stat.S_ISREG(st.st_mode) or not mine:
             return None
         try:
@@ -117,6 +121,43 @@ class PipCache:
             if name.lower().startswith(name_prefix):
                 return self._usable(entry, name, None)
         return None
+
+    def tree(self, key: str, pkg: LockedPackage, wheel: Path) -> Any:
+        """The unpacked form of ``pkg``'s wheel (``wheeltree.Tree``) under ``key``: reused when
+        this user published it and nobody else can write it, else unpacked from ``wheel``
+        (checked against the lock and its RECORD on the way) and published."""
+        from envfactory.build import wheeltree
+
+        entry = self.directory / UNPACKED / key
+        try:
+            st = entry.lstat()
+            manifest = (entry / wheeltree.MANIFEST).lstat()
+        except OSError:
+            pass
+        else:
+            mine = all(s.st_uid == os.getuid() and not s.st_mode & 0o022 for s in (st, manifest))
+            if mine and stat.S_ISDIR(st.st_mode) and stat.S_ISREG(manifest.st_mode):
+                found = wheeltree.read(entry, pkg)
+                if found is not None:
+                    return found
+            shutil.rmtree(entry, ignore_errors=True)  # not ours, or not this package: again
+        staging = self._staging()
+        try:
+            wheeltree.unpack(wheel, pkg, staging)
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                staging.rename(entry)
+            except OSError:  # published meanwhile by another create
+                shutil.rmtree(staging, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        found = wheeltree.read(entry, pkg)
+        if found is None:
+            raise ToolError(
+                f"the cache entry {entry} is not usable", "run 'envfactory cache clean'"
+            )
+        return found
 
     def scratch(self) -> Path:
         """A new private directory inside the cache (same filesystem: entries move in)."""
@@ -205,7 +246,7 @@ class PipCache:
         for child in self.directory.iterdir():
             if child.name == BUILT:
                 built += sum(1 for _ in child.glob("*/*.whl"))
-            elif not child.name.startswith("."):
+            elif child.name != UNPACKED and not child.name.startswith("."):
                 files += sum(1 for p in child.iterdir() if p.name != CHECKED)
         for dirpath, _dirs, names in os.walk(self.directory):
             for name in names:

@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlsplit
 
 from envfactory.build.checks import LockedPackage
 from envfactory.build.pipcache import PipCache
+from envfactory.build.wheeltree import Tree
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
 from envfactory.progress import Transfer
@@ -30,7 +31,7 @@ Say = Callable[[str], None]
 
 
 class Prepared(NamedTuple):
-    wheels: tuple[tuple[LockedPackage, Path], ...]  # each locked package and the wheel it installs
+    wheels: tuple[tuple[LockedPackage, Tree], ...]  # each locked package, its unpacked wheel
     downloaded: int  # bytes over the network
     cached: int  # files that were in the cache already
     built: tuple[str, ...]  # sdists built into wheels (from the cache when built before)
@@ -108,7 +109,6 @@ def prepare(
     bytes downloaded (then ``say`` only the phases)."""
     from envfactory.build import sdistbuild
     from envfactory.build.pypi import is_sdist
-    from envfactory.build.wheelinstall import check_metadata
 
     tell = say or (lambda _m: None)
     sdists = [p for p in packages if is_sdist(p)]
@@ -145,27 +145,28 @@ def prepare(
     if downloaded and transfer is None:
         seconds = max(time.monotonic() - started, 1e-3)
         tell(f"pip: {_size(downloaded)} downloaded at {_size(downloaded / seconds)}/s")
-    wheels: list[tuple[LockedPackage, Path]] = []
+    wheels: list[tuple[LockedPackage, Tree]] = []
     built: list[str] = []
     for pkg in packages:
         path = files[pkg.sha256 or ""]
+        key = pkg.sha256 or ""
         if is_sdist(pkg):
-            key = sdistbuild.build_key(pkg)
+            key = f"built-{sdistbuild.build_key(pkg)}"
             stem = f"{_wheel_stem(pkg.name)}-"
-            wheel = cache.lookup_built(key, stem)
+            wheel = cache.lookup_built(sdistbuild.build_key(pkg), stem)
             if wheel is None:
                 tell(f"building {pkg.name} {pkg.version} from {pkg.filename} (offline)")
                 backend_wheel = files[sdistbuild.vetted().backend["sha256"]]
                 out = cache.scratch()
                 try:
                     fresh = sdistbuild.build_wheel(path, pkg, backend_wheel, out)
-                    wheel = cache.put_built(fresh, key)
+                    wheel = cache.put_built(fresh, sdistbuild.build_key(pkg))
                 finally:
                     shutil.rmtree(out, ignore_errors=True)
             built.append(f"{pkg.name} {pkg.version}")
             path = wheel
-        check_metadata(path, pkg)
-        wheels.append((pkg, path))
+        # checked against the lock and its RECORD when unpacked, once; reused after that
+        wheels.append((pkg, cache.tree(key, pkg, path)))
     return Prepared(tuple(wheels), downloaded, cached, tuple(built))
 
 
@@ -180,14 +181,15 @@ def install(
     """Install the prepared wheels into ``staging`` (a prefix that will live at ``final``)."""
     from packaging.utils import canonicalize_name
 
-    from envfactory.build.wheelinstall import install_wheel, scheme
+    from envfactory.build import wheeltree
+    from envfactory.build.wheelinstall import scheme
 
     where = scheme(staging, final, platform, python)
     written: set[str] = set()
-    for pkg, wheel in prepared.wheels:
+    for pkg, tree in prepared.wheels:
         name = canonicalize_name(pkg.name)
-        install_wheel(
-            wheel,
+        wheeltree.install(
+            tree,
             pkg,
             where,
             requested=name in requirements,

@@ -69,8 +69,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal, NamedTuple, Protocol
-from urllib.parse import unquote, urlparse
 
+from envfactory import host
 from envfactory.build import filelock, unpack
 from envfactory.build.ownfiles import create_marker, is_own_path
 from envfactory.build.unpack import disk_full
@@ -670,12 +670,13 @@ class Staging:
     def release_marker(self) -> None:
         """Remove the marker (before the directory becomes something permanent)."""
         if self._handle is not None:
-            with contextlib.suppress(FileNotFoundError):
-                (self.path / MARKER).unlink()
-            self._handle.close()
+            host.unlink_open(self.path / MARKER, self._handle)
             self._handle = None
 
     def remove(self) -> None:
+        if self._handle is not None and host.WINDOWS:  # an open file cannot be removed there
+            self._handle.close()
+            self._handle = None
         shutil.rmtree(self.path, ignore_errors=True)
         if self._handle is not None:
             self._handle.close()
@@ -683,11 +684,7 @@ class Staging:
 
 
 # what create turns into a clean-up (exit 130)
-INTERRUPTS = frozenset(
-    s
-    for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))  # none on Windows
-    if s is not None
-)
+INTERRUPTS = host.INTERRUPTS
 
 
 @contextlib.contextmanager
@@ -720,14 +717,11 @@ def interrupts_deferred() -> Iterator[None]:
     came: list[int] = []
     try:
         with handling(INTERRUPTS, lambda signum, _frame: came.append(signum)):
-            if not hasattr(signal, "pthread_sigmask"):  # Windows: the handlers alone
-                yield
-                return
-            previous = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+            previous = host.block_interrupts()
             try:
                 yield
             finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+                host.restore_interrupts(previous)
     finally:
         if came:
             signal.raise_signal(came[0])
@@ -891,7 +885,7 @@ def archive_matches(pkg: Wanted, path: Path) -> bool:
 
 
 def local_path(url: str) -> Path | None:
-    return Path(unquote(urlparse(url).path)) if url.startswith("file://") else None
+    return host.file_url_path(url)
 
 
 def workers() -> int:
@@ -1238,7 +1232,7 @@ class PackageCache:
             try:
                 with contextlib.suppress(FileNotFoundError):
                     (self.entries / sha).rename(staging.path / "retired")
-                with contextlib.suppress(FileNotFoundError):
+                with contextlib.suppress(OSError):  # Windows: not while it is open
                     Path(path).unlink()  # still locked by us: a waiter re-opens (_open_entry_lock)
             finally:
                 staging.remove()
@@ -1346,33 +1340,23 @@ class PackageCache:
         """Populate the entries of ``packages[i]`` for each index in worker processes;
         ``landed(i, outcome, size)`` runs here as each one finishes, ``transferred(nbytes)``
         a few times a second while the workers download."""
-        import multiprocessing
-        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+        from concurrent.futures import FIRST_COMPLETED, Executor, wait
 
-        context = multiprocessing.get_context(
-            "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-        )
-        if context.get_start_method() == "forkserver":
-            # Only these are preloaded: the default would import __main__ (the CLI) again; the
-            # second quiets the traceback of a worker forked for a create killed meanwhile.
-            context.set_forkserver_preload(
-                ["envfactory.build.pkgcache", "envfactory.build.orphaned"]
-            )
-            from multiprocessing import resource_tracker
-
-            resource_tracker.ensure_running()  # it would unblock SIGINT and SIGTERM in the block
-        downloaded = context.Value("q", 0) if transferred is not None else None
+        # Only these are preloaded: the default would import __main__ (the CLI) again; the
+        # second quiets the traceback of a worker forked for a create killed meanwhile.
+        context = host.pool_context(["envfactory.build.pkgcache", "envfactory.build.orphaned"])
+        downloaded = host.shared_counter(context) if transferred is not None else None
         reported = 0
-        pool: ProcessPoolExecutor | None = None
+        pool: Executor | None = None
         try:
             # all of the pool's workers start, or none do; a signal that came meanwhile is
             # raised as the block ends, where the pool is shut down below like any failure
             with interrupts_deferred():
-                pool = ProcessPoolExecutor(
+                pool = host.worker_pool(
                     min(workers(), len(indices)),
-                    mp_context=context,
-                    initializer=_worker_init,
-                    initargs=(os.getpid(), downloaded),
+                    context,
+                    (_worker_init, (os.getpid(), downloaded)),
+                    (_count_downloads, (downloaded,)),
                 )
                 with _main_not_reimported():
                     pending = {
@@ -1425,13 +1409,17 @@ def _main_not_reimported() -> Iterator[None]:
 _DOWNLOADED: Any = None
 
 
-def _worker_init(parent: int, downloaded: Any = None) -> None:
+def _count_downloads(downloaded: Any) -> None:
+    """Where ``_download`` adds the bytes it wrote (a counter the parent reads)."""
     global _DOWNLOADED
     _DOWNLOADED = downloaded
+
+
+def _worker_init(parent: int, downloaded: Any = None) -> None:
+    _count_downloads(downloaded)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles it and waits for us
     # started with them blocked (interrupts_deferred): SIGTERM and SIGHUP end a worker again
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
+    host.unblock_interrupts()
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
 
 
@@ -1440,21 +1428,7 @@ def _exit_with(parent: int) -> None:
     forkserver's child, not the create's, and would otherwise wait for work for ever, holding
     the create's stdout and stderr open (whoever reads them would wait as long). A staging
     directory it leaves is removed by the next run (its marker's flock dies with it)."""
-    import select
-    import time
-
-    try:
-        handle = os.pidfd_open(parent)
-    except (AttributeError, OSError):  # pragma: no cover - no pidfd (Linux < 5.3, macOS)
-        while True:
-            time.sleep(0.5)
-            try:
-                os.kill(parent, 0)
-            except ProcessLookupError:
-                os._exit(1)
-            except OSError:
-                continue
-    select.select([handle], [], [])  # readable once the process has exited
+    host.wait_for_exit(parent)
     os._exit(1)
 
 

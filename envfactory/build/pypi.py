@@ -25,17 +25,18 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from envfactory import host
 from envfactory.build.checks import LockedPackage
 from envfactory.catalog.model import Constraint, Platform, os_of
 from envfactory.errors import ToolError
@@ -81,9 +82,13 @@ def target_tags(platform: Platform, python: str, glibc: str | None) -> list[Tag]
 
 def _index_args(index: str | None) -> list[str]:
     if index is None:
-        return ["--index-url", PYPI_SIMPLE]
+        from envfactory.build.netconfig import pip_indexes
+
+        # the user's pip index, when pip's configuration names one, reaches uv through its
+        # environment (uv_index_environment), never the command line
+        return [] if pip_indexes()[0] else ["--index-url", PYPI_SIMPLE]
     if "://" not in index or index.startswith("file://"):
-        folder = Path(unquote(urlparse(index).path)) if index.startswith("file://") else Path(index)
+        folder = host.file_url_path(index) or Path(index)
         return ["--no-index", "--find-links", str(folder.resolve())]
     return ["--index-url", index]
 
@@ -112,10 +117,16 @@ def uv_binary() -> str:
     return find_uv_bin()
 
 
-def _uv_environment() -> dict[str, str]:
+def _uv_environment(index: str | None = None) -> dict[str, str]:
     """The host's environment minus uv's own settings (a lock never depends on them); the cache
-    directory is kept, it changes speed, not results."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("UV_") or k == "UV_CACHE_DIR"}
+    directory is kept, it changes speed, not results. Without ``--pip-index``, the user's pip
+    index settings (``netconfig.uv_index_environment``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_") or k == "UV_CACHE_DIR"}
+    if index is None:
+        from envfactory.build.netconfig import uv_index_environment
+
+        env.update(uv_index_environment())
+    return env
 
 
 @dataclass(frozen=True)
@@ -144,9 +155,10 @@ class PipTarget:
     def uv_command(self, requirements: Path, constraints: Path) -> list[str]:
         command = [uv_binary(), "pip", "compile", str(requirements), "-c", str(constraints)]
         command += ["--format", "pylock.toml", "--no-config", "--no-header", "--quiet"]
-        # sdists are built (for their metadata) by a Python found on the host, never one uv
-        # would download
-        command += ["--no-python-downloads"]
+        # sdists are built (for their metadata) by the Python running envfactory, never one uv
+        # would download or have to find (a Windows host has none on PATH or in the registry
+        # when envfactory runs from an embeddable Python: "No interpreter found")
+        command += ["--no-python-downloads", "--python", sys.executable]
         command += ["--python-version", self.python]
         command += ["--python-platform", uv_platform(self.platform, self.glibc)]
         command += _index_args(self.index)
@@ -228,7 +240,7 @@ def _resolve(target: PipTarget, only_binary: tuple[str, ...]) -> list[LockedPack
                 text=True,
                 timeout=UV_TIMEOUT_S,
                 check=False,
-                env=_uv_environment(),
+                env=_uv_environment(target.index),
                 cwd=tmp,
             )
         except subprocess.TimeoutExpired:
@@ -331,9 +343,23 @@ def _pick_file(
 
 def _file_url(item: Mapping[str, Any]) -> str:
     if "url" in item:
-        return str(item["url"])
+        return _without_login(str(item["url"]))
     path = Path(str(item["path"]))
     return path.resolve().as_uri()
+
+
+def _without_login(url: str) -> str:
+    """A locked file's URL never carries a login (a private index's user and password): create
+    adds the user's own login for that host again (``netconfig.pip_session``)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=host))
 
 
 def _sha256(item: Mapping[str, Any], url: str) -> str:
@@ -348,7 +374,7 @@ def _sha256(item: Mapping[str, Any], url: str) -> str:
 def _sha256_of_local(url: str) -> str | None:
     if not url.startswith("file://"):
         return None
-    return hashlib.sha256(Path(unquote(urlparse(url).path)).read_bytes()).hexdigest()
+    return hashlib.sha256((host.file_url_path(url) or Path(url)).read_bytes()).hexdigest()
 
 
 SDIST_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".zip")

@@ -1,5 +1,6 @@
-"""Install one wheel into an environment the way pip would install it with that environment's
-own interpreter, without running that interpreter: the adapter for the ``installer`` library
+"""Where a wheel goes in an environment, as pip would install it with that environment's own
+interpreter (without running that interpreter), and the checks a wheel passes first: the
+adapter for the ``installer`` library
 (PyPI ``installer``, the reference implementation of the wheel binary format's install steps,
 https://installer.pypa.io; pip and uv implement the same steps).
 
@@ -18,7 +19,8 @@ launcher) naming the environment's ``python`` at its final prefix, as pip writes
 ``INSTALLER`` says ``envfactory``; ``REQUESTED`` marks what the lock's requirements named
 (PEP 376); ``direct_url.json`` (PEP 610) is written for a requirement that named a URL.
 
-Before anything is written the wheel's own ``METADATA`` (Name, Version) must be the lock's
+The files are laid out by ``wheeltree`` from the wheel's unpacked form in the package cache.
+Before a wheel is unpacked its own ``METADATA`` (Name, Version) must be the lock's
 record and every member must match the wheel's ``RECORD`` (installer's ``validate_record``); a
 file that already exists in the prefix (a conda package's: its inode is the package cache's) is
 never written through.
@@ -26,10 +28,9 @@ never written through.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path, PureWindowsPath
-from typing import Any, BinaryIO, NamedTuple
+from typing import NamedTuple
 
 from envfactory.build.checks import LockedPackage
 from envfactory.catalog.platforms import Platform, os_of
@@ -117,82 +118,3 @@ def _check_name_version(
             "the file is not the package the lock records; the lock is damaged or crafted: "
             "re-lock it",
         )
-
-
-def _destination(scheme_dict: dict[str, str], where: InstallScheme, written: set[str]) -> Any:
-    """installer's destination, which replaces a file only when an earlier wheel of the same
-    create wrote it (pip replaces it too: tensorflow-gpu 1.14.0 and tensorboard 1.14.0 both
-    declare the ``tensorboard`` console script); any other existing file is left alone and
-    the install refused (it is a conda package's, its inode the package cache's)."""
-    from installer.destinations import SchemeDictionaryDestination
-
-    class Destination(SchemeDictionaryDestination):
-        def write_to_fs(self, scheme: Any, path: str, stream: BinaryIO, is_executable: bool) -> Any:
-            target = os.path.abspath(os.path.join(self.scheme_dict[scheme], path))  # noqa: PTH100, PTH118
-            if os.path.lexists(target):
-                if target not in written:
-                    raise FileExistsError(f"File already exists: {target}")
-                os.unlink(target)  # noqa: PTH108 - a new inode, never written through
-            entry = super().write_to_fs(scheme, path, stream, is_executable)
-            written.add(target)
-            return entry
-
-    return Destination(
-        scheme_dict,
-        interpreter=where.interpreter,
-        script_kind=where.script_kind,  # type: ignore[arg-type]
-    )
-
-
-def install_wheel(
-    wheel: Path,
-    pkg: LockedPackage,
-    where: InstallScheme,
-    *,
-    requested: bool,
-    direct_url: str | None = None,
-    written: set[str] | None = None,
-) -> list[str]:
-    """Install ``wheel`` (checked by ``check_metadata`` first) into ``where``; returns the
-    paths its ``RECORD`` lists, relative to site-packages. ``written`` collects the paths the
-    wheels of one create wrote (a later one may replace those, as pip does)."""
-    from installer import install
-    from installer.sources import WheelFile
-    from installer.utils import canonicalize_name as _canonical
-
-    check_metadata(wheel, pkg)
-    extra = {"INSTALLER": INSTALLER_NAME}
-    if requested:
-        extra["REQUESTED"] = b""
-    if direct_url is not None:
-        doc = {"url": direct_url, "archive_info": {"hashes": {"sha256": pkg.sha256}}}
-        extra["direct_url.json"] = (json.dumps(doc, sort_keys=True) + "\n").encode()
-    with WheelFile.open(wheel) as source:
-        headers = where.headers / _canonical(source.distribution)
-        destination = _destination(
-            {
-                "purelib": str(where.purelib),
-                "platlib": str(where.purelib),
-                "headers": str(headers),
-                "scripts": str(where.scripts),
-                "data": str(where.data),
-            },
-            where,
-            set() if written is None else written,
-        )
-        try:
-            install(source, destination, extra)
-        except FileExistsError as exc:
-            raise ToolError(
-                f"{pkg.describe()}: {wheel.name} would overwrite {exc.args[0].split(': ', 1)[-1]}, "
-                "which another package of the environment installed",
-                "two packages of the lock install the same file; re-lock (a package both conda "
-                "and pip provide is taken from conda)",
-            ) from None
-        except ValueError as exc:  # a member outside its scheme, a bad .data directory
-            raise ToolError(
-                f"{pkg.describe()}: {wheel.name} cannot be installed: {exc}",
-                "the wheel is damaged or crafted; re-lock from an index you trust",
-            ) from None
-        record = where.purelib / source.dist_info_dir / "RECORD"
-    return [line.split(",", 1)[0] for line in record.read_text("utf-8").splitlines() if line]

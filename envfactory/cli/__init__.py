@@ -18,7 +18,13 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from envfactory import __version__
-from envfactory.cli.output import NORMAL, print_error, print_json_error, set_level
+from envfactory.cli.output import (
+    NORMAL,
+    print_error,
+    print_json_error,
+    set_level,
+    tolerant_streams,
+)
 from envfactory.errors import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -150,6 +156,13 @@ def run(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # disk full, read-only, permission: the machine's answer, exit 2
         failure = from_os_error(exc)
         return fail(failure.message, failure.hint, failure.exit_code, type(failure).__name__)
+    except UnicodeEncodeError as exc:  # output, not input: the file is fine
+        return fail(
+            f"cannot write {exc.object[exc.start : exc.end]!r} in the {exc.encoding} encoding",
+            "run with PYTHONIOENCODING=utf-8 (or 'chcp 65001' in the console)",
+            EXIT_TOOL_FAILURE,
+            "UnicodeEncodeError",
+        )
     except UnicodeError as exc:
         return fail(
             f"input is not valid text: {exc}",
@@ -185,6 +198,7 @@ def main() -> None:
     Ends with ``os._exit``: py-rattler 0.28 can crash at interpreter shutdown after a solve
     (shared/research/feasibility.md, "Stability warning"); all output is flushed first.
     """
+    tolerant_streams()
     code = run()
     sys.stdout.flush()
     sys.stderr.flush()

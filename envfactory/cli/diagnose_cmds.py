@@ -51,8 +51,8 @@ def compat(
     gpu: str | None = typer.Option(None, "--gpu", help=GPU_HELP),
     cc: str | None = typer.Option(None, "--cc", help=CC_HELP),
     driver: str | None = typer.Option(None, "--driver", help=DRIVER_HELP),
-    platform: str = typer.Option(
-        "linux-64", *conventions.PLATFORM_NAMES, help="linux-64 or win-64."
+    platform: str | None = typer.Option(
+        None, *conventions.PLATFORM_NAMES, help="linux-64 or win-64; defaults to this machine's."
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> int:
@@ -63,12 +63,13 @@ def compat(
     runs (supported or ptx-jit), 3 when it does not.
     """
     from envfactory.catalog.loader import load_catalog
-    from envfactory.catalog.model import parse_platform
+    from envfactory.catalog.model import host_platform, parse_platform
     from envfactory.diagnose.compat import check
 
     catalog = load_catalog()
     spec, note = _gpu_spec(gpu, cc)
-    result = check(catalog, catalog.combo(combo), spec, parse_platform(platform), _driver(driver))
+    plat = parse_platform(platform) if platform else host_platform()
+    result = check(catalog, catalog.combo(combo), spec, plat, _driver(driver))
     if as_json:
         data = result.to_json()
         data["gpu"]["match_note"] = note
@@ -262,6 +263,8 @@ def recommend(
         out.print(
             f"combos that run on {gpus}, {plat}" + (f", driver {driver_v}" if driver_v else "")
         )
+        for note in result.notes:
+            out.print(f"note: {note}")
         if not result.candidates:
             out.print("  none")
         for c in result.to_json()["combos"]:

@@ -381,6 +381,13 @@ def create(
         "runs, offline). Repeatable. Vetted sdists (gast 0.2.2, termcolor 1.1.0, clang 5.0) "
         "need no flag.",
     ),
+    compile_bytecode: bool = typer.Option(
+        False,
+        "--compile",
+        help="Compile site-packages to bytecode after the environment is in place. This runs "
+        "the environment's own python (a program from the lock); without it create runs "
+        "nothing from the environment and Python compiles on first import.",
+    ),
     dry_run: bool = conventions.dry_run_option(
         "Say what would be created (prefix, platform, packages) and write nothing."
     ),
@@ -460,6 +467,7 @@ def create(
             cache_progress=bar,
             pip_transfer=pip_bar,
             allow_build=allow_build,
+            compile_bytecode=compile_bytecode,
         )
     finally:
         bar.stop()

@@ -79,6 +79,21 @@ def stderr_console() -> Console:
     return Console(file=sys.stderr, highlight=False, soft_wrap=True, markup=False)
 
 
+def tolerant_streams() -> None:
+    """Let stdout and stderr print any text in the console's code page.
+
+    A Windows console or pipe encodes in the ANSI/OEM code page (cp1252 on a Western system);
+    a path such as ``C:\\Users\\张三`` cannot be encoded there, and the print after the files
+    were written raised UnicodeEncodeError (exit 1 for a render that had succeeded). Characters
+    the code page lacks are written as ``\\uXXXX`` escapes, as Python does for stderr.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if reconfigure is not None and encoding not in ("utf8", "utf16", "utf32"):
+            reconfigure(errors="backslashreplace")
+
+
 def print_error(message: str, hint: str | None) -> None:
     """``error:`` and ``hint:`` lines; a message quotes input (a lock's strings, a URL), so it
     is printed without credentials or escape sequences (``untrusted.safe_text``)."""

@@ -1068,6 +1068,11 @@ def _check_cuda(inv: Inventory, tf: str, catalog: Catalog) -> list[Finding]:
                             )
     elif (pip := inv.pip("tensorflow-gpu") or inv.pip("tensorflow")) and pip.version:
         row = releases().get((_minor(pip.version), _os(inv.platform)))
+        linux = releases().get((_minor(pip.version), "linux"))
+        if row and "." not in row.cuda and linux and _v(linux.cuda)[:1] == _v(row.cuda)[:1]:
+            # The Windows table gives CUDA "10" for 1.13-2.0; the wheels load cudart64_100.dll
+            # (CUDA 10.0, as the Linux row says): compare with that, not with a bare major.
+            row = linux
         if row:
             wanted = (row.cuda, f"pip's {pip.name} {pip.version} was built for CUDA {row.cuda}")
     if have and wanted:
@@ -1272,6 +1277,23 @@ def manifest_entry(combo: Combo, inv: Inventory, platform: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _check_windows_gpu(inv: Inventory, tf: str) -> list[Finding]:
+    """TensorFlow >= 2.11 has no native-Windows GPU build (source tf-tested-windows)."""
+    if _os(inv.platform) != "windows" or _v(tf)[:2] <= (2, 10):
+        return []
+    return [
+        Finding(
+            "no-windows-gpu-build",
+            "problem",
+            f"TensorFlow {tf} on native Windows ({inv.platform}) runs on the CPU only",
+            "TensorFlow's Windows tested-build table: 'GPU support on native-Windows is only "
+            "available for 2.10 or earlier versions'; 2.11+ Windows wheels are CPU builds",
+            "use WSL2 with a linux-64 environment of the same TensorFlow, or TensorFlow 2.10 "
+            "with CUDA 11.2 / cuDNN 8.1 natively ('envfactory recommend --platform win-64')",
+        )
+    ]
+
+
 def audit(catalog: Catalog, inv: Inventory) -> AuditReport:
     """Every inconsistency found in one environment, the closest combo and its manifest entry."""
     tf = _tf_version(inv)
@@ -1298,6 +1320,7 @@ def audit(catalog: Catalog, inv: Inventory) -> AuditReport:
         findings += _check_gpu_intent(inv, tf)
         findings += _check_cuda(inv, tf, catalog)
         findings += _check_python(inv, tf)
+        findings += _check_windows_gpu(inv, tf)
     findings += _check_channels(inv)
     findings += _check_pip_over_conda(inv)
     findings.sort(key=lambda f: (f.scope != "tensorflow", f.severity != "problem", f.id, f.message))

@@ -17,12 +17,22 @@ from typing import Any, Literal
 from envfactory.activation.plan import is_foreign_cuda
 from envfactory.catalog.model import Catalog, Combo, CondaPin, Platform, os_of
 from envfactory.diagnose.compat import CompatResult, GpuSpec, check, parse_driver
+from envfactory.diagnose.dllsearch import (
+    VC_RUNTIME,
+    DllLoad,
+    WindowsProcess,
+    cuda_path_variables,
+    locate_all,
+)
 from envfactory.diagnose.explain import explain
 from envfactory.diagnose.nvml import MachineGpus
 from envfactory.diagnose.probes import (
+    Copy,
+    FsView,
     LibraryLocation,
     LibraryVersion,
     MachineProbes,
+    MeasuredLoad,
     Nvcc,
     PrefixPackages,
     SearchDir,
@@ -63,6 +73,8 @@ class DoctorReport:
     nvcc: Nvcc | None
     wsl: tuple[str, ...]
     findings: tuple[Finding, ...]
+    windows: WindowsLoads | None = None
+    measured: Mapping[str, MeasuredLoad] | None = None
 
     @property
     def problems(self) -> int:
@@ -93,12 +105,150 @@ class DoctorReport:
             "nvcc": {"path": self.nvcc.path, "version": self.nvcc.version} if self.nvcc else None,
             "wsl": list(self.wsl),
             "tensorflow": self.tensorflow.to_json() if self.tensorflow else None,
+            "windows": self.windows.to_json() if self.windows else None,
+            "measured": {k: v.to_json() for k, v in self.measured.items()}
+            if self.measured is not None
+            else None,
             "findings": [f.to_json() for f in self.findings],
             "problems": self.problems,
         }
 
 
 _ORDER = {"problem": 0, "warning": 1, "info": 2}
+
+
+@dataclass(frozen=True)
+class WindowsLoads:
+    """Windows' answer per DLL for the environment's Python (envfactory.diagnose.dllsearch)."""
+
+    process: WindowsProcess
+    dlls: tuple[DllLoad, ...]
+    cuda_path: Mapping[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"python": "X.Y", "conda_python", "cwd", "module_dir", "cuda_path": {NAME: value},
+        "dlls": [{"dll", "loader", "rule", "loads", "why", "shadowed", "where"}]}``."""
+        p = self.process
+        return {
+            "python": f"{p.python[0]}.{p.python[1]}",
+            "conda_python": p.conda_python,
+            "cwd": p.cwd,
+            "module_dir": p.module_dir,
+            "cuda_path": dict(self.cuda_path),
+            "dlls": [d.to_json() for d in self.dlls],
+        }
+
+
+def _python_of(
+    combo: Combo, packages: PrefixPackages | None, prefix: str | None, fs: FsView
+) -> tuple[tuple[int, int], bool]:
+    """The environment's Python and whether it is conda's build (which adds its prefix's DLL
+    folders at start-up): its conda record; else the ``python3XY.dll`` beside python.exe (a
+    Python that is not conda's); else, with no environment, the combo's default (conda's)."""
+    if packages is not None and packages.conda.get("python"):
+        found = _tuple(packages.conda["python"])
+        if len(found) >= 2:
+            return (found[0], found[1]), True
+    if prefix is not None:
+        for name in sorted(fs.files(prefix)):
+            m = re.fullmatch(r"python3(\d+)\.dll", name, re.IGNORECASE)
+            if m:
+                return (3, int(m[1])), False
+    default = _tuple(combo.python_default)
+    return (default[0], default[1]), prefix is None
+
+
+def _windows_loads(
+    combo: Combo, probes: MachineProbes, prefix: str | None, packages: PrefixPackages | None
+) -> WindowsLoads:
+    environ = probes.environ()
+    python, conda = _python_of(combo, packages, prefix, probes.fs())
+    process = WindowsProcess(python, conda, prefix, probes.cwd(), environ, probes.known_dlls())
+    names = [n.file for n in library_names(combo, "windows")] + list(VC_RUNTIME)
+    dlls = locate_all(names, combo.tensorflow.value, process, probes.fs())
+    return WindowsLoads(process, tuple(dlls), cuda_path_variables(environ))
+
+
+def _windows_findings(w: WindowsLoads) -> list[Finding]:
+    findings: list[Finding] = []
+    for d in w.dlls:
+        if d.dll.lower() in VC_RUNTIME:
+            if d.loads is None:
+                findings.append(
+                    Finding(
+                        "vc-runtime-missing",
+                        "problem",
+                        f"{d.dll} would not load ({d.rule}): TensorFlow's self-check stops "
+                        "the import",
+                        "install the Microsoft Visual C++ 2015-2022 redistributable (x64)",
+                    )
+                )
+            continue
+        if len(d.where) > 1:
+            findings.append(
+                Finding(
+                    "where-several",
+                    "warning",
+                    f"'where {d.dll}' finds {len(d.where)} copies: " + "; ".join(d.where),
+                    "keep one copy on PATH: the environment's own (activation drops foreign "
+                    "CUDA folders)",
+                )
+            )
+        findings.append(
+            Finding(
+                "dll-loads",
+                "info",
+                f"{d.dll} would load from {d.why()} [{d.rule}]"
+                if d.loads
+                else f"{d.dll} would not load: {d.why()} [{d.rule}]",
+            )
+        )
+    if w.cuda_path:
+        findings.append(
+            Finding(
+                "cuda-path-variables",
+                "info",
+                "CUDA install variables: "
+                + ", ".join(f"{k}={v}" for k, v in w.cuda_path.items())
+                + " (NVIDIA's installer sets them; TensorFlow does not read them, nvcc and "
+                "build tools do)",
+            )
+        )
+    return findings
+
+
+def _as_location(combo: Combo, d: DllLoad) -> LibraryLocation:
+    name = next(n for n in library_names(combo, "windows") if n.file == d.dll)
+    return LibraryLocation(name, tuple(Copy(c.path, c.origin) for c in d.copies))
+
+
+def _measured_findings(
+    measured: Mapping[str, MeasuredLoad], predicted: Mapping[str, str | None], os_name: str
+) -> list[Finding]:
+    findings: list[Finding] = []
+    for name, m in sorted(measured.items()):
+        want = predicted.get(name)
+        same = (
+            (m.path or "").lower() == (want or "").lower()
+            if os_name == "windows"
+            else m.path == want
+        )
+        text = m.path or f"nothing ({m.error})"
+        if want is None and m.path is None:
+            same = True
+        findings.append(
+            Finding(
+                "measured-load" if same else "measured-load-differs",
+                "info" if same else "warning",
+                f"the environment's Python loaded {name} from {text} ({m.how})"
+                + ("" if same else f"; predicted: {want or 'no copy'}"),
+                None
+                if same
+                else "the measurement is what happens: something this model does not see "
+                "(an already loaded copy, a redirection, SxS) decides; check the file above",
+            )
+        )
+    return findings
 
 
 def _version_json(v: LibraryVersion | None) -> dict[str, str] | None:
@@ -571,10 +721,31 @@ def diagnose(
         )
     locations: list[LibraryLocation] = []
     versions: dict[str, LibraryVersion] = {}
+    windows: WindowsLoads | None = None
+    measured: Mapping[str, MeasuredLoad] | None = None
+    packages = probes.packages(prefix) if prefix is not None else None
     if combo is not None:
         fs = probes.fs()
         cache = probes.ldcache()
-        locations = [locate(n, dirs, fs, os_name, cache) for n in library_names(combo, os_name)]
+        if os_name == "windows":
+            windows = _windows_loads(combo, probes, prefix_text, packages)
+            locations = [
+                _as_location(combo, d) for d in windows.dlls if d.dll.lower() not in VC_RUNTIME
+            ]
+            findings.extend(_windows_findings(windows))
+        else:
+            locations = [locate(n, dirs, fs, os_name, cache) for n in library_names(combo, os_name)]
+        if prefix is not None:
+            if windows is not None:
+                requests = [(d.dll, d.loader) for d in windows.dlls]
+                predicted = {d.dll: d.loads.path if d.loads else None for d in windows.dlls}
+            else:
+                requests = [(loc.name.file, "ctypes") for loc in locations]
+                predicted = {
+                    loc.name.file: loc.loads.path if loc.loads else None for loc in locations
+                }
+            measured = probes.measure_loads(prefix, requests)
+            findings.extend(_measured_findings(measured, predicted, os_name))
         findings.extend(_library_findings(locations, prefix_text, platform))
         for loc in locations:
             if loc.loads is not None:
@@ -592,11 +763,10 @@ def diagnose(
     wsl_finding = _wsl_finding(wsl)
     if wsl_finding is not None:
         findings.append(wsl_finding)
-    if prefix is not None:
-        held = probes.packages(prefix)
-        findings.extend(_wheel_findings(held, combo, str(prefix)))
+    if packages is not None:
+        findings.extend(_wheel_findings(packages, combo, str(prefix)))
         if combo is not None:
-            findings.extend(_mismatch_findings(held, combo, platform, str(prefix)))
+            findings.extend(_mismatch_findings(packages, combo, platform, str(prefix)))
     tf = probes.tf_check(prefix) if prefix is not None else None
     if tf is not None:
         findings.extend(_tf_findings(tf))
@@ -614,4 +784,6 @@ def diagnose(
         nvcc=nvcc,
         wsl=wsl,
         findings=tuple(findings),
+        windows=windows,
+        measured=measured,
     )

@@ -38,6 +38,9 @@ from typing import Any, Literal, Protocol
 from envfactory.catalog.model import Combo, OperatingSystem
 
 Origin = Literal[
+    "KnownDLLs",
+    "module",
+    "add_dll_directory",
     "application",
     "system",
     "windows",
@@ -474,10 +477,20 @@ def _cudnn_version(raw: int) -> str:
 
 
 def version_from_file_name(path: str) -> LibraryVersion | None:
-    """``libcudnn.so.9.14.0`` -> 9.14.0; ``cudnn64_8.dll`` -> 8 (Windows names carry the major)."""
+    """``libcudnn.so.9.14.0`` -> 9.14.0; ``cudnn64_8.dll`` -> 8; ``cudart64_100.dll`` -> 10.0,
+    ``cudart64_101.dll`` -> 10.1, ``cudart64_110.dll`` -> 11.0 (CUDA's Windows names join major
+    and minor in three digits: the names in ``library_names``); ``cublas64_10.dll`` -> 10."""
     name = PureWindowsPath(path).name if "\\" in path else PurePosixPath(path).name
-    m = re.search(r"\.so\.(\d+(?:\.\d+)*)$", name) or re.search(r"64_(\d+)\.dll$", name, re.I)
-    return LibraryVersion(m[1], "file name") if m else None
+    m = re.search(r"\.so\.(\d+(?:\.\d+)*)$", name)
+    if m:
+        return LibraryVersion(m[1], "file name")
+    m = re.search(r"64_(\d+)\.dll$", name, re.I)
+    if m is None:
+        return None
+    digits = m[1]
+    if len(digits) == 3 and not name.lower().startswith("cudnn"):
+        return LibraryVersion(f"{digits[:2]}.{digits[2]}", "file name")
+    return LibraryVersion(digits, "file name")
 
 
 def ctypes_library_version(role: str, path: str) -> LibraryVersion | None:
@@ -565,6 +578,149 @@ def read_prefix_packages(prefix: Path) -> PrefixPackages:
 
 
 # --------------------------------------------------------------------------------------------
+# Measured, not predicted: the environment's own Python loads each library and names the file.
+
+MEASURE_MARKER = "ENVFACTORY_LOADED "
+
+# Python 3.6+, ctypes only, no TensorFlow import. A request is [name, how]: "ctypes" is
+# ctypes' own default for that Python (what TF's self-check does), "tensorflow" is TensorFlow's
+# LoadLibraryExW(name, NULL, LOAD_WITH_ALTERED_SEARCH_PATH), "extension" a dependency of
+# TensorFlow's extension module (its folder first, given as the third item). The file that
+# loaded: GetModuleFileNameW on Windows, dl_iterate_phdr elsewhere.
+MEASURE_SCRIPT = r"""
+import ctypes, json, os, sys
+requests = json.loads(sys.argv[1])
+out = {}
+if os.name == "nt":
+    k32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    k32.LoadLibraryExW.restype = ctypes.c_void_p
+    k32.LoadLibraryExW.argtypes = [ctypes.c_wchar_p, ctypes.c_void_p, ctypes.c_uint32]
+    k32.GetModuleFileNameW.argtypes = [ctypes.c_void_p, ctypes.c_wchar_p, ctypes.c_uint32]
+    def name_of(handle):
+        buf = ctypes.create_unicode_buffer(32768)
+        n = k32.GetModuleFileNameW(handle, buf, 32768)
+        return buf.value[:n] if n else None
+    for item in requests:
+        name, how = item[0], item[1]
+        try:
+            if how == "tensorflow":
+                handle = k32.LoadLibraryExW(name, None, 0x8)
+                if not handle:
+                    raise ctypes.WinError(ctypes.get_last_error())
+                how_text = "LoadLibraryExW(LOAD_WITH_ALTERED_SEARCH_PATH)"
+                out[name] = {"path": name_of(handle), "how": how_text}
+                continue
+            own = os.path.join(item[2], name) if how == "extension" and len(item) > 2 else None
+            if own and os.path.exists(own):
+                handle = ctypes.WinDLL(own)._handle
+                how_text = "ctypes.WinDLL(full path in the extension's folder)"
+            else:
+                handle = ctypes.WinDLL(name)._handle
+                how_text = "ctypes.WinDLL(name), Python %d.%d" % sys.version_info[:2]
+            out[name] = {"path": name_of(handle), "how": how_text}
+        except OSError as exc:
+            out[name] = {"path": None, "how": how, "error": str(exc)}
+else:
+    class Info(ctypes.Structure):
+        _fields_ = [("addr", ctypes.c_void_p), ("name", ctypes.c_char_p)]
+    CALLBACK = ctypes.CFUNCTYPE(
+        ctypes.c_int, ctypes.POINTER(Info), ctypes.c_size_t, ctypes.c_void_p
+    )
+    for item in requests:
+        name = item[0]
+        try:
+            ctypes.CDLL(name)
+        except OSError as exc:
+            out[name] = {"path": None, "how": "ctypes.CDLL(name)", "error": str(exc)}
+            continue
+        found = []
+        def visit(info, size, data):
+            raw = info.contents.name
+            if raw:
+                path = raw.decode(sys.getfilesystemencoding(), "surrogateescape")
+                base = os.path.basename
+                if base(path) == name or base(os.path.realpath(path)) == base(name):
+                    found.append(path)
+            return 0
+        ctypes.CDLL(None).dl_iterate_phdr(CALLBACK(visit), None)
+        how_text = "ctypes.CDLL(name), dl_iterate_phdr"
+        out[name] = {"path": found[0] if found else None, "how": how_text}
+print("ENVFACTORY_LOADED " + json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class MeasuredLoad:
+    """The file the environment's Python loaded for a name (None: the load failed)."""
+
+    path: str | None
+    how: str
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "how": self.how, "error": self.error}
+
+
+def parse_measured(stdout: str) -> dict[str, MeasuredLoad]:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(MEASURE_MARKER):
+            data = json.loads(line[len(MEASURE_MARKER) :])
+            return {
+                str(k): MeasuredLoad(v.get("path"), str(v.get("how", "")), v.get("error"))
+                for k, v in data.items()
+                if isinstance(v, dict)
+            }
+    return {}
+
+
+def measure_loads(
+    prefix: Path, os_name: OperatingSystem, requests: Sequence[tuple[str, str]]
+) -> dict[str, MeasuredLoad]:
+    """Run MEASURE_SCRIPT with the environment's Python in this process's environment and
+    current directory (the ones the prediction used); {} when there is no such Python."""
+    python = env_python(prefix, os_name)
+    if not requests or not python.exists():
+        return {}
+    module_dir = str(prefix / "Lib" / "site-packages" / "tensorflow" / "python")
+    payload = json.dumps([[name, how, module_dir] for name, how in requests])
+    try:
+        done = subprocess.run(
+            [str(python), "-I", "-S", "-c", MEASURE_SCRIPT, payload],
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            timeout=300,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return parse_measured(done.stdout)
+
+
+def read_known_dlls() -> frozenset[str]:
+    """The KnownDLLs names from the registry (Windows only)."""
+    import winreg  # type: ignore[import-not-found,unused-ignore]
+
+    key_path = r"SYSTEM\CurrentControlSet\Control\Session Manager\KnownDLLs"
+    names: set[str] = set()
+    try:
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, key_path) as key:  # type: ignore[attr-defined,unused-ignore]
+            index = 0
+            while True:
+                try:
+                    _, value, _ = winreg.EnumValue(key, index)  # type: ignore[attr-defined,unused-ignore]
+                except OSError:
+                    break
+                if isinstance(value, str):
+                    names.add(value.lower())
+                index += 1
+    except OSError:
+        return frozenset()
+    return frozenset(names)
+
+
+# --------------------------------------------------------------------------------------------
 # The live machine, as one adapter object; tests pass a recorded one with the same attributes.
 
 
@@ -572,6 +728,11 @@ class MachineProbes(Protocol):
     os_name: OperatingSystem
 
     def environ(self) -> Mapping[str, str]: ...
+    def cwd(self) -> str: ...
+    def known_dlls(self) -> frozenset[str]: ...
+    def measure_loads(
+        self, prefix: Path, requests: Sequence[tuple[str, str]]
+    ) -> Mapping[str, MeasuredLoad]: ...
     def fs(self) -> FsView: ...
     def ldcache(self) -> Mapping[str, Sequence[str]]: ...
     def tf_check(self, prefix: Path) -> TfCheck: ...
@@ -587,6 +748,17 @@ class LiveProbes:
 
     def environ(self) -> Mapping[str, str]:
         return dict(os.environ)
+
+    def cwd(self) -> str:
+        return str(Path.cwd())
+
+    def known_dlls(self) -> frozenset[str]:
+        return read_known_dlls() if self.os_name == "windows" else frozenset()
+
+    def measure_loads(
+        self, prefix: Path, requests: Sequence[tuple[str, str]]
+    ) -> Mapping[str, MeasuredLoad]:
+        return measure_loads(prefix, self.os_name, requests)
 
     def fs(self) -> FsView:
         return RealFs()

@@ -52,12 +52,14 @@ class Recommendation:
     driver: DriverVersion | None
     tf: TfFilter | None
     candidates: tuple[Candidate, ...]
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """``{"platform", "gpus": [{"name", "cc"}], "driver", "tf", "combos": [{"combo",
         "tensorflow", "cuda", "cudnn", "verdict", "unconfirmed", "why": [sentences]}]}``; ``combos``
         is ordered best first (native before JIT, then fewer unconfirmed facts, then newest
-        TensorFlow: ``recommend --help``), everything else is fixed."""
+        TensorFlow: ``recommend --help``), everything else is fixed; ``notes``: what the
+        platform rules out (TF >= 2.11 on native Windows)."""
         return {
             "platform": self.platform,
             "gpus": [{"name": g.name, "cc": str(g.cc)} for g in self.gpus],
@@ -75,6 +77,7 @@ class Recommendation:
                 }
                 for c in self.candidates
             ],
+            "notes": list(self.notes),
         }
 
 
@@ -93,4 +96,25 @@ def recommend(
         for c in runnable_combos(catalog, gpus, platform, driver)
         if tf is None or tf.accepts(c.combo.tf_series)
     ]
-    return Recommendation(platform, tuple(gpus), driver, tf, tuple(found))
+    notes: list[str] = []
+    no_windows = sorted(
+        c.name
+        for c in catalog.combos.values()
+        if platform == "win-64"
+        and platform not in c.platforms
+        and c.tf_series > WINDOWS_GPU_LAST_SERIES
+        and (tf is None or tf.accepts(c.tf_series))
+    )
+    if no_windows:
+        notes.append(
+            f"TensorFlow {WINDOWS_GPU_LAST_SERIES[0]}.{WINDOWS_GPU_LAST_SERIES[1] + 1} and newer "
+            "have no native-Windows GPU build (TensorFlow's Windows tested-build table: 'GPU "
+            "support on native-Windows is only available for 2.10 or earlier versions'): for "
+            f"those ({len(no_windows)} combos) use WSL2 with a linux-64 environment "
+            "('envfactory recommend --platform linux-64'), or TensorFlow <= 2.10 natively"
+        )
+    return Recommendation(platform, tuple(gpus), driver, tf, tuple(found), tuple(notes))
+
+
+WINDOWS_GPU_LAST_SERIES = (2, 10)
+"""The last TensorFlow series with a native-Windows GPU build (source tf-tested-windows)."""

@@ -55,7 +55,8 @@ def foreign_cuda(path, os_name):
     # type: (str, str) -> bool
     """A directory of a CUDA or cuDNN install of its own: a component ``cuda-X[.Y...]`` or
     ``cudnn*`` (NVIDIA's versioned dirs, cuDNN's archives); ``/usr/local/cuda*``, ``/opt/cuda*``;
-    ``...\\NVIDIA GPU Computing Toolkit\\CUDA\\``, ``X:\\tools\\cuda*`` (TF's old Windows guide).
+    ``...\\NVIDIA GPU Computing Toolkit\\CUDA\\``, ``X:\\tools\\cuda*`` (TF's old Windows guide),
+    ``...\\CUDA*\\vX.Y`` (the installer's layout in a custom folder).
     Sources in docs/activation.md. Linear time."""
     parts = components(path, os_name)
     for part in parts:
@@ -69,6 +70,15 @@ def foreign_cuda(path, os_name):
             parts[i : i + 2] == ["nvidia gpu computing toolkit", "cuda"] for i in range(len(parts))
         ):
             return True
+        # the installer's layout in a folder of the user's choice: D:\CUDA\v10.0\bin
+        for i in range(len(parts) - 1):
+            numbers = parts[i + 1][1:].split(".") if parts[i + 1].startswith("v") else []
+            if (
+                parts[i].startswith("cuda")
+                and numbers
+                and all(n and not n.strip(_DIGITS) for n in numbers)
+            ):
+                return True
         return len(parts) >= 3 and parts[1] == "tools" and parts[2].startswith("cuda")
     top = (
         parts[2:3] if parts[:2] == ["usr", "local"] else parts[1:2] if parts[:1] == ["opt"] else []
