@@ -1457,6 +1457,21 @@ def _fill_one(
         return (type(exc).__name__, exc.message, exc.hint)
 
 
+def _windows_view_entry(entry: Path, link: Path) -> None:
+    """A view's entry on a Windows host: a junction to the entry (no privilege needed, unlike
+    a symlink); where the filesystem has none (wine's: "Request not supported"), the entry's
+    tree again, each file a hard link to the entry's own (its inodes, which the post-link
+    check knows)."""
+    import _winapi
+
+    try:
+        _winapi.CreateJunction(str(entry), str(link))  # type: ignore[attr-defined,unused-ignore]
+    except OSError:
+        if os.path.lexists(link):  # the directory CreateJunction made before it failed
+            link.rmdir()
+        shutil.copytree(entry, link, symlinks=True, copy_function=os.link)
+
+
 class Lease:
     """Shared locks on cache entries, held while a prefix links from them, and the view
     ``rattler.install`` links through (removed with the lease)."""
@@ -1479,18 +1494,14 @@ class Lease:
 
     def source(self, cached: CachedPackage) -> str:
         """The path rattler links ``cached`` from (and records in conda-meta/)."""
-        return f"{self.view}/{cached.name}"
+        return str(self.view / cached.name)  # native separators, as rattler records it
 
     def make_view(self) -> None:
         self._view = Staging.make(self.cache.root / STAGING, "view-")
         for cached in self.packages:
             link = self._view.path / cached.name
-            if sys.platform.startswith("win"):
-                # a symlink needs a privilege there; a junction does not (not run here: the
-                # Windows host's create is issue 25's, under wine)
-                import _winapi
-
-                _winapi.CreateJunction(str(cached.directory), str(link))
+            if host.WINDOWS:
+                _windows_view_entry(cached.directory, link)
             else:
                 link.symlink_to(cached.directory)
             lock = struct.pack(">Q", LOCK_REVISION) + bytes.fromhex(cached.sha256)
