@@ -135,7 +135,7 @@ class PipCache:
         except OSError:
             pass
         else:
-            mine = all(s.st_uid == os.getuid() and not s.st_mode & 0o022 for s in (st, manifest))
+            mine = all(host.owned_privately(s) for s in (st, manifest))
             if mine and stat.S_ISDIR(st.st_mode) and stat.S_ISREG(manifest.st_mode):
                 found = wheeltree.read(entry, pkg)
                 if found is not None:

@@ -117,8 +117,15 @@ def read(path: Path, pkg: LockedPackage) -> Tree | None:
     return Tree(path, manifest)
 
 
+# O_EXCL never opens an existing path, a symlink included; O_NOFOLLOW exists on POSIX only,
+# O_BINARY on Windows only (without it the C runtime writes LF as CRLF)
+_NEW_FILE = (
+    os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+)
+
+
 def _write_new(target: str, data: bytes, mode: int) -> None:
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    fd = os.open(target, _NEW_FILE, mode)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
 
