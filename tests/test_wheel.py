@@ -42,7 +42,9 @@ def _expected_files() -> set[str]:
     files = {
         p.relative_to(ROOT).as_posix()
         for p in package.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix in {".py", ".yaml", ".pickle"}
+        if p.is_file()
+        and "__pycache__" not in p.parts
+        and p.suffix in {".py", ".yaml", ".pickle", ".json"}
     }
     files |= {
         "envfactory/" + p.relative_to(ROOT).as_posix()
@@ -58,6 +60,8 @@ def test_wheel_contains_exactly_package_data_and_templates(wheel: Path) -> None:
     assert names == _expected_files()
     assert "envfactory/templates/environment.yml.j2" in names
     assert "envfactory/data/combos.yaml" in names
+    # the declared requirements of every TF release, read by audit and show (scripts/tf-requires)
+    assert "envfactory/data/tf-requires.json" in names
     # the compiled data (envfactory/compiled.py): without it every command reads YAML
     assert {f"envfactory/data/{n}.pickle" for n in ("catalog", "gpus", "explain-patterns")} <= names
 
