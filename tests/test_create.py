@@ -79,8 +79,15 @@ def test_a_tampered_package_fails_and_leaves_nothing(
     victim = channel / "linux-64" / "cudnn-7.6.5-cuda10.0_0.tar.bz2"
     victim.write_bytes(victim.read_bytes()[:-1] + b"\0")
     prefix = tmp_path / "envs" / "broken"
+    # a cache of its own: the session's may hold the genuine archive's entry already (entries
+    # are found by the lock's sha256), and then the mirror's file is rightly never read
+    from envfactory.build.pkgcache import CacheLocation, PackageCache
+
+    cache = PackageCache(CacheLocation(tmp_path / "cache"))
     with pytest.raises(ToolError) as info:
-        create_environment(tmp_path / "lock" / "conda-lock.yml", prefix, platform="linux-64")
+        create_environment(
+            tmp_path / "lock" / "conda-lock.yml", prefix, platform="linux-64", cache=cache
+        )
     assert "cudnn 7.6.5 cuda10.0_0" in info.value.message
     assert "sha256" in info.value.message
     assert not prefix.exists()

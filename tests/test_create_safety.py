@@ -121,7 +121,8 @@ def test_paths_json_entries_outside_the_prefix_are_refused(tmp_path: Path, case:
     assert snapshot(tmp_path, skip=(tmp_path / "cache", tmp_path / "in")) == before
     assert victim.read_text() == "precious\n"
     assert not Path("/tmp/envfactory-victim.txt").exists()
-    assert not (tmp_path / "cache" / "evil-1.0-h0_0").exists()
+    entries = (tmp_path / "cache" / "sha256").glob("*/pkg/info/index.json")
+    assert not any('"evil"' in p.read_text() for p in entries)
     assert list((tmp_path / "cache" / STAGING).iterdir()) == []
 
 
@@ -174,7 +175,8 @@ def test_symlinks_inside_the_prefix_are_installed(tmp_path: Path) -> None:
         (
             "size",
             [{**entry("share/a.txt", b"a\n"), "size_in_bytes": 99}],
-            "share/a.txt has 2 bytes, paths.json says 99",
+            # the archive's member against paths.json, before anything is unpacked
+            "share/a.txt holds 2 bytes, paths.json declares 99",
         ),
         ("missing", [entry("share/a.txt", b"a\n"), entry("share/ghost")], "'share/ghost'"),
         (
@@ -195,7 +197,7 @@ def test_payload_must_match_paths_json(
             lock, tmp_path / "env", platform="linux-64", cache=cache_at(tmp_path / "cache")
         )
     assert "liar 1.0 h0_0" in info.value.message and words in info.value.message, case
-    assert not (tmp_path / "cache" / "liar-1.0-h0_0").exists()
+    assert list((tmp_path / "cache" / "sha256").glob("*/pkg")) == []
 
 
 def test_an_archive_claiming_to_be_another_package_is_refused(tmp_path: Path) -> None:
@@ -368,7 +370,8 @@ def test_verify_reports_missing_and_altered_files(tmp_path: Path) -> None:
     assert "missing file  share/v/a.txt (v 1.0 h0_0)" in proc.stdout
     assert "altered file  lib/c (v 1.0 h0_0): sha256 differs" in proc.stdout
     # the cache was not written through
-    assert (tmp_path / "cache/v-1.0-h0_0/lib/c").read_bytes() == b"c\n"
+    (entry,) = (tmp_path / "cache" / "sha256").glob("*/pkg/lib/c")
+    assert entry.read_bytes() == b"c\n"
 
 
 def test_offline_create_names_the_ways_out(tmp_path: Path) -> None:
@@ -534,13 +537,15 @@ def _linked_env(tmp_path: Path, placeholder: bool = False) -> tuple[Path, str, s
     lock = crafted_lock(tmp_path / "in", [pkg])
     env = tmp_path / "env"
     create_environment(lock, env, platform="linux-64", cache=cache_at(tmp_path / "cache"))
-    return env, "linked-1.0-h0_0", str(tmp_path / "cache" / "linked-1.0-h0_0")
+    import hashlib
+
+    sha = hashlib.sha256((tmp_path / "in/channel/linux-64" / pkg.filename).read_bytes())
+    return env, "linked-1.0-h0_0", str(tmp_path / "cache" / "sha256" / sha.hexdigest() / "pkg")
 
 
 def _summary(source: str) -> EntrySummary:
-    root, name = source.rsplit("/", 1)
-    sha = Path(f"{source}.lock").read_bytes()[8:].hex()
-    summary = read_summary(Path(root), name, sha)
+    entry = Path(source).parent
+    summary = read_summary(entry, entry.name)
     assert summary is not None
     return summary
 
@@ -705,7 +710,6 @@ def test_an_entry_on_another_filesystem_is_never_taken_for_the_prefix_s_files(
         assert elsewhere.stat().st_dev != env.stat().st_dev
         moved = str(elsewhere / name)
         shutil.copytree(source, moved, symlinks=True)
-        Path(f"{moved}.lock").write_bytes(Path(f"{source}.lock").read_bytes())
         summary = _summary(source)
         record = env / "conda-meta" / f"{name}.json"
         _relink_from(record, moved)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ from envfactory.build.pkgcache import (
     MARKER,
     MEMO,
     STAGING,
-    SUMMARY_SUFFIX,
+    SUMMARY,
     CacheLocation,
     EntrySummary,
     PackageCache,
@@ -70,6 +71,14 @@ def env_with_cache(cache: Path) -> dict[str, str]:
     return {**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache)}
 
 
+def entry_of(tmp_path: Path, name: str, fmt: str = "tar.bz2") -> Path:
+    """The cache entry of the crafted package ``name`` (named by its archive's sha256)."""
+    import hashlib
+
+    archive = tmp_path / "channel" / "linux-64" / f"{name}-1.0-h0_0.{fmt}"
+    return tmp_path / "cache" / "sha256" / hashlib.sha256(archive.read_bytes()).hexdigest()
+
+
 def test_where_the_cache_lives(tmp_path: Path) -> None:
     home = Path.home()
     assert default_root({}) == home / ".cache" / "envfactory" / "pkgs"
@@ -90,17 +99,18 @@ def test_extracted_once_then_hard_linked_into_each_prefix(tmp_path: Path, fmt: s
     assert first.from_cache == 0
     second = create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
     assert second.from_cache == second.conda == 5
-    entry = tmp_path / "cache" / "pkg1-1.0-h0_0" / "share/pkg1/f2.txt"
+    entry = entry_of(tmp_path, "pkg1", fmt) / "pkg" / "share/pkg1/f2.txt"
     a, b = (tmp_path / p / "share/pkg1/f2.txt" for p in ("a", "b"))
     assert a.read_bytes() == b"pkg1 file 2\n" * 3
     assert entry.stat().st_ino == a.stat().st_ino == b.stat().st_ino
     assert (tmp_path / "b" / "lib/libw.so").readlink() == Path("libw.so.1")
-    # rattler's lock file: revision 1, then the archive's sha256
+    # the entry's own record: the archive's hashes
     archive = tmp_path / "channel" / "linux-64" / f"pkg1-1.0-h0_0.{fmt}"
     import hashlib
 
-    lock_bytes = (tmp_path / "cache" / "pkg1-1.0-h0_0.lock").read_bytes()
-    assert lock_bytes == (1).to_bytes(8, "big") + hashlib.sha256(archive.read_bytes()).digest()
+    record = json.loads((entry_of(tmp_path, "pkg1", fmt) / "entry.json").read_text())
+    assert record["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert record["md5"] == hashlib.md5(archive.read_bytes()).hexdigest()
     for prefix in ("a", "b"):
         report = verify_environment(tmp_path / prefix)
         assert report.identical and report.files_checked == 4 * 3 + 2
@@ -116,22 +126,22 @@ def test_an_archive_that_differs_from_the_lock_never_enters(tmp_path: Path) -> N
     with pytest.raises(ToolError) as info:
         create_environment(lock, tmp_path / "env", platform="linux-64", cache=cache)
     assert "pkg2 1.0 h0_0" in info.value.message and "sha256" in info.value.message
-    assert not (tmp_path / "cache" / "pkg2-1.0-h0_0").exists()
+    assert list((tmp_path / "cache" / "sha256").glob("*/pkg/share/pkg2")) == []
     assert not (tmp_path / "env").exists()
     assert list((tmp_path / "cache" / STAGING).iterdir()) == []
     assert [p.name for p in tmp_path.iterdir() if ".envfactory-" in p.name] == []
 
 
 def test_a_tampered_cache_entry_is_replaced(tmp_path: Path) -> None:
-    """An entry whose lock file names another sha256 (a different package of the same name,
-    or a half-written entry) is extracted again from the locked archive."""
+    """An entry that lost a file, or whose record names another archive, is retired and
+    extracted again from the locked archive."""
     lock = crafted_lock(tmp_path, packages())
     cache = cache_at(tmp_path / "cache")
     create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
-    (tmp_path / "cache" / "pkg0-1.0-h0_0.lock").write_bytes(b"\0" * 40)
-    (tmp_path / "cache" / "pkg0-1.0-h0_0" / "share/pkg0/f0.txt").unlink()
+    (entry_of(tmp_path, "pkg0") / "pkg" / "share/pkg0/f0.txt").unlink()
+    (entry_of(tmp_path, "pkg1") / "entry.json").write_text('{"sha256": "' + "0" * 64 + '"}')
     result = create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
-    assert result.from_cache == 4
+    assert result.from_cache == 3
     assert (tmp_path / "b/share/pkg0/f0.txt").read_bytes() == b"pkg0 file 0\n"
 
 
@@ -190,7 +200,7 @@ def test_an_md5_only_lock_is_checked_by_md5(tmp_path: Path) -> None:
     again = create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
     assert again.from_cache == 5
     write_crafted(tmp_path / "channel", Crafted("pkg1", files={"share/x": b"other\n"}))
-    (tmp_path / "cache" / "pkg1-1.0-h0_0.md5").unlink()
+    shutil.rmtree(tmp_path / "cache" / "md5")
     with pytest.raises(ToolError, match="md5"):
         create_environment(lock, tmp_path / "c", platform="linux-64", cache=cache)
 
@@ -272,10 +282,8 @@ def test_two_creates_at_once_share_one_cold_cache(tmp_path: Path) -> None:
         assert "30 conda + 0 pip packages" in out
     for name in ("one", "two"):
         assert verify_environment(tmp_path / name).identical
-    entries = sorted(
-        p.name for p in cache.iterdir() if p.is_dir() and p.name not in (STAGING, MEMO)
-    )
-    assert entries == [f"p{i:02d}-1.0-h0_0" for i in range(30)]
+    entries = sorted(p.name for p in (cache / "sha256").iterdir() if p.is_dir())
+    assert entries == sorted(entry_of(tmp_path, f"p{i:02d}").name for i in range(30))
     assert list((cache / STAGING).iterdir()) == []
     one, two = (tmp_path / n / "share/p07/f5.txt" for n in ("one", "two"))
     assert one.stat().st_ino == two.stat().st_ino
@@ -298,7 +306,8 @@ def test_cache_info_and_clean(tmp_path: Path) -> None:
     assert data["root"] == str(cache) and data["packages"] == 5 and data["bytes"] > 0
     assert data["locks"] == 1  # the parsed lock create kept (lockfile.load_document)
     # an entry some create is linking from (shared lock held) is not removed
-    with (cache / "pkg0-1.0-h0_0.lock").open("rb") as held:
+    pkg0, pkg1 = entry_of(tmp_path, "pkg0"), entry_of(tmp_path, "pkg1")
+    with Path(f"{pkg0}.lock").open("rb") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_SH)
         # without a terminal to ask on, clean deletes only with -y (as conda clean asks)
         unasked = subprocess.run(
@@ -306,17 +315,16 @@ def test_cache_info_and_clean(tmp_path: Path) -> None:
             env=env_with_cache(cache), capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert unasked.returncode == 1 and "pass -y" in unasked.stderr
-        assert (cache / "pkg1-1.0-h0_0").is_dir()
+        assert pkg1.is_dir()
         cleaned = subprocess.run(
             [ENVFACTORY, "cache", "clean", "-y"],
             env=env_with_cache(cache), capture_output=True, text=True, timeout=60,
         )  # fmt: skip
     assert cleaned.returncode == 0, cleaned.stderr
     assert "removed 4" in cleaned.stdout
-    assert (cache / "pkg0-1.0-h0_0").is_dir() and not (cache / "pkg1-1.0-h0_0").exists()
-    # an entry's summary goes with it; the parsed locks go with the extracted packages
-    assert (cache / f"pkg0-1.0-h0_0{SUMMARY_SUFFIX}").is_file()
-    assert not (cache / f"pkg1-1.0-h0_0{SUMMARY_SUFFIX}").exists()
+    assert (pkg0 / SUMMARY).is_file() and not pkg1.exists()
+    assert not Path(f"{pkg1}.lock").exists()
+    # the parsed locks go with the extracted packages
     assert not (cache / MEMO).exists()
     # the prefix does not depend on the cache: hard links keep the files
     assert verify_environment(tmp_path / "env").identical
@@ -427,8 +435,8 @@ def test_parse_paths_bulk_check_gives_the_one_by_one_verdict(raws: list[object])
 # Entry summaries: what a warm create reads instead of every paths.json
 
 
-def _summary_file(cache: Path, name: str) -> Path:
-    return cache / f"{name}{SUMMARY_SUFFIX}"
+def _summary_file(tmp_path: Path, name: str) -> Path:
+    return entry_of(tmp_path, name) / SUMMARY
 
 
 def test_a_warm_create_reads_the_summaries_not_paths_json(
@@ -437,7 +445,7 @@ def test_a_warm_create_reads_the_summaries_not_paths_json(
     lock = crafted_lock(tmp_path, packages())
     cache = cache_at(tmp_path / "cache")
     create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
-    doc = json.loads(_summary_file(tmp_path / "cache", "withlink-1.0-h0_0").read_text())
+    doc = json.loads(_summary_file(tmp_path, "withlink").read_text())
     assert doc["links"] == ["lib/libw.so"] and doc["parents"] == ["lib"]
     assert doc["size"] == len(b"\x7fELF stub\n")
 
@@ -460,29 +468,23 @@ def test_a_summary_holds_only_for_the_paths_json_and_archive_it_was_made_from(
     tmp_path: Path, change: str
 ) -> None:
     """A summary is read only while the entry's paths.json is the file it was made from
-    (inode, size, mtime, ctime) and the entry holds the same archive; otherwise paths.json is
-    parsed and checked again: here it was edited to list a path outside the prefix, which the
-    stale summary would have let through."""
+    (inode, size, mtime, ctime) and the entry holds the same archive; otherwise the entry is
+    retired and unpacked again from the locked archive: here paths.json was edited to list a
+    path outside the prefix, which a stale summary would have let through."""
     lock = crafted_lock(tmp_path, packages())
     cache = cache_at(tmp_path / "cache")
     create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
-    root, name = tmp_path / "cache", "pkg2-1.0-h0_0"
-    lock_bytes = (root / f"{name}.lock").read_bytes()
-    sha = lock_bytes[8:].hex()
-    assert read_summary(root, name, sha) is not None
-    summary_path = _summary_file(root, name)
+    entry = entry_of(tmp_path, "pkg2")
+    sha = entry.name
+    assert read_summary(entry, sha) is not None
+    summary_path = entry / SUMMARY
     doc = json.loads(summary_path.read_text())
     if change == "paths.json":
-        paths_json = root / name / "info" / "paths.json"
+        paths_json = entry / "pkg" / "info" / "paths.json"
         listed = json.loads(paths_json.read_text())
         listed["paths"].append({"_path": "../escape", "path_type": "hardlink"})
         paths_json.write_text(json.dumps(listed))
-        assert read_summary(root, name, sha) is None
-        with pytest.raises(UnsafePackage, match=r"'\.\./escape'"):
-            create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
-        assert not (tmp_path / "b").exists()
-        return
-    if change == "sha256":
+    elif change == "sha256":
         doc["sha256"] = "0" * 64
         summary_path.write_text(json.dumps(doc))
     elif change == "format":
@@ -499,11 +501,14 @@ def test_a_summary_holds_only_for_the_paths_json_and_archive_it_was_made_from(
         summary_path.write_text(json.dumps(doc))
     else:
         summary_path.unlink()
-    assert read_summary(root, name, sha) is None
-    # made again from paths.json, checked, and kept for the next create
-    create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
+    assert read_summary(entry, sha) is None
+    # unpacked again from the archive, checked, with a summary for the next create
+    result = create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
+    assert result.from_cache == 4
     assert json.loads(summary_path.read_text())["sha256"] == sha
-    assert read_summary(root, name, sha) is not None
+    assert read_summary(entry, sha) is not None
+    assert "../escape" not in (entry / "pkg" / "info" / "paths.json").read_text()
+    assert verify_environment(tmp_path / "b").identical
 
 
 def listed_as_files(name: str, symlinks: dict[str, str], also: tuple[str, ...] = ()) -> Crafted:
@@ -559,26 +564,60 @@ def test_a_package_with_a_file_under_its_own_symlink_never_enters(tmp_path: Path
     cache = cache_at(tmp_path / "cache")
     with pytest.raises(UnsafePackage, match=r"'lib/d/f'.*lies under 'lib/d'"):
         create_environment(lock, tmp_path / "env", platform="linux-64", cache=cache)
-    assert not (tmp_path / "cache" / "selfish-1.0-h0_0").exists()
+    assert [p for p in (tmp_path / "cache" / "sha256").iterdir() if p.is_dir()] == []
     assert not (tmp_path / "env").exists()
 
 
-def test_a_file_replaced_in_a_cache_entry_is_caught_after_linking(tmp_path: Path) -> None:
-    """The post-link check takes a prefix file for the cache's own only when its inode was a
-    checked file of the entry when the summary was made; a file replaced in the entry since
-    (a new inode) is held to paths.json's sha256: different content is refused, the same
-    content passes."""
+def test_a_file_replaced_in_a_cache_entry_is_unpacked_again(tmp_path: Path) -> None:
+    """A file replaced in an entry since it was checked (a new inode, same size) is found by
+    the check before linking: the entry is retired and unpacked again, and the new prefix
+    gets the package's own bytes."""
     lock = crafted_lock(tmp_path, packages())
     cache = cache_at(tmp_path / "cache")
     create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
-    victim = tmp_path / "cache" / "pkg1-1.0-h0_0" / "share/pkg1/f0.txt"
+    victim = entry_of(tmp_path, "pkg1") / "pkg" / "share/pkg1/f0.txt"
     original = victim.read_bytes()
+    stamp = victim.stat()
     victim.unlink()
     victim.write_bytes(b"pkg1 file X\n")  # same size, other bytes, a new inode
-    with pytest.raises(UnsafePackage, match=r"pkg1 1\.0 h0_0: the sha256 of share/pkg1/f0\.txt"):
-        create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
-    assert not (tmp_path / "b").exists()
-    victim.unlink()
-    victim.write_bytes(original)
-    create_environment(lock, tmp_path / "c", platform="linux-64", cache=cache)
-    assert verify_environment(tmp_path / "c").identical
+    os.utime(victim, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # and the old mtime
+    result = create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
+    assert result.from_cache == 4
+    assert (tmp_path / "b/share/pkg1/f0.txt").read_bytes() == original
+    assert verify_environment(tmp_path / "b").identical
+
+
+def test_the_cache_imports_nothing_posix_only_at_module_level() -> None:
+    """The CLI runs on Windows hosts (DESIGN.md, decision 15): the cache and what it uses
+    import with the POSIX-only modules made unimportable (locks go through
+    ``envfactory.build.filelock``, which picks ``fcntl`` or ``msvcrt`` when it locks)."""
+    code = (
+        "import sys\n"
+        "for name in ('fcntl', 'pwd', 'grp', 'termios', 'resource'):\n"
+        "    sys.modules[name] = None\n"
+        "import envfactory.build.pkgcache, envfactory.build.filelock\n"
+        "import envfactory.build.unpack, envfactory.build.ownfiles, envfactory.build.create\n"
+        "print('imported')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "imported" in done.stdout, done.stderr
+
+
+def test_clean_extracted_keeps_archives_and_removes_the_old_layout(tmp_path: Path) -> None:
+    """``cache clean --extracted`` removes entries, and the entries and sidecars of the
+    <name>-<version>-<build> layout of earlier versions, and keeps the archives."""
+    lock = crafted_lock(tmp_path, packages())
+    cache = cache_at(tmp_path / "cache")
+    create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
+    root = tmp_path / "cache"
+    (root / "pkg0-1.0-h0_0.tar.bz2").write_bytes(b"an archive")
+    (root / "old-1.0-h0_0" / "info").mkdir(parents=True)
+    (root / "old-1.0-h0_0.lock").write_bytes(b"\0" * 40)
+    (root / "old-1.0-h0_0.checked.json").write_text("{}")
+    removed, _freed = cache.clean(archives=False, extracted=True)
+    assert removed == 5 + 1
+    assert (root / "pkg0-1.0-h0_0.tar.bz2").is_file()
+    assert not (root / "old-1.0-h0_0").exists() and not (root / "old-1.0-h0_0.lock").exists()
+    assert not (root / "old-1.0-h0_0.checked.json").exists()
+    assert [p for p in (root / "sha256").iterdir() if p.is_dir()] == []
+    assert verify_environment(tmp_path / "a").identical

@@ -252,8 +252,10 @@ def _check_argv(facts: EnvironmentFacts) -> None:
 def _owner(path: Path) -> str | None:
     """The prefix an existing kernel.json was written for by envfactory; '' when envfactory did
     not write it (or it cannot be read); None when there is no kernel.json."""
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
+    if path.is_symlink():
+        return ""
     try:
         spec = json.loads(path.read_text(encoding="utf-8"))
         prefix = spec["metadata"]["envfactory"]["prefix"]
@@ -295,6 +297,12 @@ def install_kernel(
         facts.prefix.joinpath(*KERNELS) if target == "env" else user_data_dir(environ) / "kernels"
     )
     path = base / chosen / "kernel.json"
+    if target == "env":
+        # the prefix is untrusted (a package may have installed share/jupyter as a link):
+        # every directory down to the kernel's must be a real one, made here if missing
+        from envfactory.build.ownfiles import real_directories
+
+        real_directories(facts.prefix, "/".join((*KERNELS, chosen)))
     owner = _owner(path)
     if owner is not None and owner != str(facts.prefix) and not replace:
         whose = f"envfactory wrote it for {owner}" if owner else "envfactory did not write it"

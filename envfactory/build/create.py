@@ -48,6 +48,7 @@ from types import FrameType
 from typing import Any, NamedTuple
 
 from envfactory import host
+from envfactory.build import ownfiles
 from envfactory.build.channels import ChannelMap
 from envfactory.build.checks import LockedPackage
 from envfactory.build.lockmeta import LockMetadata
@@ -62,6 +63,7 @@ from envfactory.build.pkgcache import (
     check_link_target,
     check_links_across,
     handling,
+    saying_waits,
     sweep_stale,
     tree,
 )
@@ -348,7 +350,7 @@ def create_environment(
             if seed is not None:
                 seed(staging.path)
             say(f"{len(conda)} conda packages: checking them into the cache {cache.root}")
-            with cache.acquire(conda, cache_progress) as lease:
+            with cache.acquire(conda, saying_waits(cache_progress, say)) as lease:
                 check_links_across(
                     {
                         pkg.describe(): (c.directory, c.summary)
@@ -358,13 +360,16 @@ def create_environment(
                 hits = sum(1 for c in lease if c.outcome == "cached")
                 say(f"linking {len(conda)} conda packages ({hits} were cached already)")
                 # what the post-link check holds each record in conda-meta/ to
-                linked = {c.directory.name: Linked(str(c.directory), c.summary) for c in lease}
+                linked = {c.name: Linked(str(c.directory), c.summary) for c in lease}
                 _to_the_end(
                     lambda: rattler_adapter.install(
-                        locked, staging.path, target_platform, cache.root, final_prefix=prefix
+                        locked, staging.path, target_platform, lease.view, final_prefix=prefix
                     ),
                     # what comes after the link, imported while rattler links
                     meanwhile=_import_the_rest if meta.activation or meta.combo else None,
+                )
+                _point_records_at_entries(
+                    staging.path, {c.name: (lease.source(c), str(c.directory)) for c in lease}
                 )
                 check_installed(staging.path, linked)
             if pip_files is not None:
@@ -386,8 +391,8 @@ def create_environment(
                 marker["combo"] = meta.combo
             if meta.environment:
                 marker["environment"] = meta.environment
-            (staging.path / "conda-meta" / MARKER).write_text(
-                json.dumps(marker, indent=1) + "\n", encoding="utf-8"
+            ownfiles.write_file(
+                staging.path, f"conda-meta/{MARKER}", (json.dumps(marker, indent=1) + "\n").encode()
             )
             _apply_umask(staging.path, activation, umask)
             staging.release_marker()
@@ -414,6 +419,22 @@ def create_environment(
         pip_files.cached if pip_files else 0,
         pip_files.built if pip_files else (),
     )
+
+
+def _point_records_at_entries(prefix: Path, sources: Mapping[str, tuple[str, str]]) -> None:
+    """rattler records where it linked each package from (``extracted_package_dir``,
+    ``link.source``): the lease's view, removed once the create is done. Each record is
+    pointed at the cache entry itself (``<cache>/sha256/<sha256>/pkg``), which outlives it;
+    the path is replaced as the JSON text holds it (a record of a TF stack is megabytes)."""
+    for name, (view, entry) in sources.items():
+        rel = f"conda-meta/{name}.json"
+        data = ownfiles.read_file(prefix / rel)
+        if data is None:
+            continue  # check_installed names the missing record
+        old = json.dumps(view, ensure_ascii=False)[1:-1].encode()
+        new = json.dumps(entry, ensure_ascii=False)[1:-1].encode()
+        if old in data:
+            ownfiles.write_file(prefix, rel, data.replace(old, new))
 
 
 def _import_the_rest() -> None:
@@ -630,10 +651,11 @@ def _apply_umask(prefix: Path, written: Sequence[Path], umask: int) -> None:
 def _write_state(prefix: Path, variables: dict[str, str]) -> None:
     """``conda-meta/state`` ``env_vars``: what ``conda env config vars set`` writes; conda and
     micromamba set them on activation and restore the old values on deactivation."""
-    state = prefix / "conda-meta" / "state"
-    doc = json.loads(state.read_text(encoding="utf-8")) if state.is_file() else {}
+    old = ownfiles.read_file(prefix / "conda-meta" / "state")  # never through a link
+    doc = json.loads(old) if old is not None else {}
     doc.setdefault("env_vars", {}).update(variables)
-    state.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    ownfiles.write_file(prefix, "conda-meta/state", text.encode())
 
 
 def _exchange(a: Path, b: Path) -> bool:

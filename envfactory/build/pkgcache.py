@@ -1,34 +1,61 @@
 """The package cache that ``create``, ``mirror`` and ``verify`` share.
 
-Layout (rattler's, so ``rattler.install`` links straight from it):
+Layout: every entry is named by its archive's sha256, filled once, published complete by one
+atomic rename, and never changed in place after (docs/lock-create.md, "The package cache"):
 
-``<root>/<name>-<version>-<build>/``
-    the extracted package, entered only after its archive's sha256 (md5 where the lock has no
-    sha256) equalled the lock's and every ``info/paths.json`` entry passed ``check_entries``
-    and its file's size and sha256;
-``<root>/<name>-<version>-<build>.lock``
-    rattler's lock file: an 8-byte big-endian revision and the archive's 32-byte sha256. Both
-    envfactory and rattler ``flock`` it: exclusive while an entry is written, shared while a
-    prefix links from it, so two creates at once never see a half-written entry;
+``<root>/sha256/<sha256>/``
+    one archive's entry: ``pkg/`` (the extracted package), ``entry.json`` (the archive's
+    sha256 and md5) and ``summary.json`` (``EntrySummary``: what a create needs of it, with
+    the size, mtime and inode of every file). It is unpacked into a staging directory only
+    after the archive's hash equalled the lock's and its members stayed within what its
+    ``info/paths.json`` declares (``unpack``), checked (``check_extracted``), then renamed
+    into place; a kill -9 at any point leaves either no entry or a complete one. A second
+    process that fills the same archive meanwhile finds the name taken and drops its copy;
+``<root>/sha256/<sha256>.lock``
+    shared-locked while a prefix links from the entry, exclusive while ``cache clean`` or a
+    create retires a damaged entry (renamed out of the way first, then removed). Locks are
+    taken in one sorted order, and nothing waits for an exclusive lock while it holds
+    another, so two creates cannot wait on each other; a wait says what it waits for;
+``<root>/md5/<md5>``
+    the sha256 of the archive with that md5 (for locks that record only an md5), checked
+    against the entry's own ``entry.json`` on use;
 ``<root>/<file>``
     the archive as downloaded (conda keeps them too), so ``mirror`` and a later ``clean
-    --extracted`` need not download again;
+    --extracted`` need not download again; always checked against the lock's hash before use;
 ``<root>/.staging/<random>/``
-    work in progress, with a marker file its process holds an ``flock`` on; the next run
-    removes any whose marker nobody holds (the process died, kill -9 included).
+    work in progress, with a marker file its process holds a lock on; the next run removes
+    any whose marker nobody holds (the process died, kill -9 included). A create's *view*
+    lives there too: ``<name>-<version>-<build>`` symlinks to the entries it links from, with
+    rattler's lock files (8-byte revision, 32-byte sha256), which is the layout
+    ``rattler.install`` reads.
+
+Before an entry is used, each time: it is a directory owned by this user that no one else
+can write; its ``entry.json`` names the archive; the package's own ``info/index.json`` names
+the locked package (name, version, build, subdir); and every file still has the size, mtime
+and inode it had when it was checked. An entry that fails the last check (a file edited
+through a hard link from some environment) is retired and unpacked again, so an edit does
+not travel into the next environment.
+
+The cache directory is refused when another user owns it or can write it (group- or
+world-writable), the way ssh treats ``~/.ssh``: such a user could plant entries. Several
+users share archives, not entries: docs/security.md, "Another local user".
 
 Where: the first directory of ``ENVFACTORY_PKGS_DIRS`` (``os.pathsep``-separated), else
 ``$XDG_CACHE_HOME/envfactory/pkgs`` (``~/.cache/envfactory/pkgs``; ``%LOCALAPPDATA%`` on
 Windows). Further ``ENVFACTORY_PKGS_DIRS`` entries and ``CONDA_PKGS_DIRS`` (comma-separated, as
 conda reads it) are read-only sources of *archives*: conda keeps ``<file>`` there, checked here
 against the lock's hash before use and never written to. Their extracted directories are not
-used: conda's entries carry no sha256 lock and were never checked the way ``check_entries``
+used: conda's entries carry no sha256 lock and were never checked the way ``check_extracted``
 checks.
+
+Nothing POSIX-only is imported at module level (the CLI runs on Windows hosts): locks go
+through ``filelock``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import posixpath
@@ -44,13 +71,21 @@ from pathlib import Path
 from typing import IO, Any, Literal, NamedTuple, Protocol
 
 from envfactory import host
-from envfactory.errors import ToolError, UserInputError
+from envfactory.build import filelock, unpack
+from envfactory.build.ownfiles import create_marker, is_own_path
+from envfactory.build.unpack import disk_full
+from envfactory.errors import SystemFailure, ToolError, UserInputError
 from envfactory.fsio import remove_stale_temporaries, write_cached
 
 ENV_VAR = "ENVFACTORY_PKGS_DIRS"
 CONDA_ENV_VAR = "CONDA_PKGS_DIRS"
 STAGING = ".staging"
 MEMO = ".locks"  # parsed locks by the sha256 of their text (lockfile.load_document)
+ENTRIES = "sha256"  # <root>/sha256/<archive sha256>/: one immutable entry per archive
+BY_MD5 = "md5"  # <root>/md5/<archive md5>: the sha256 of that archive
+PACKAGE = "pkg"  # an entry's extracted package
+RECORD = "entry.json"  # an entry's own record: the archive's hashes
+ENTRY_FORMAT = 1
 MARKER = ".envfactory-staging"  # in every staging directory; its owner holds an flock on it
 LOCK_REVISION = 1
 CHUNK = 1 << 20
@@ -93,6 +128,8 @@ class Wanted(Protocol):
     def sha256(self) -> str | None: ...
     @property
     def md5(self) -> str | None: ...
+    @property
+    def subdir(self) -> str: ...
 
     def describe(self) -> str: ...
 
@@ -108,12 +145,19 @@ class CacheProgress(Protocol):
     def fetched(self, name: str, nbytes: int, outcome: str) -> None:
         """One package is ready; ``outcome``: cached, extracted or downloaded."""
 
+    def waiting(self, message: str) -> None:
+        """The cache waits for a lock another process holds; ``message`` says which and why
+        (called after the first second of a wait, then every few seconds)."""
+
 
 class _Silent:
     def start(self, total: int) -> None:
         pass
 
     def fetched(self, name: str, nbytes: int, outcome: str) -> None:
+        pass
+
+    def waiting(self, message: str) -> None:
         pass
 
 
@@ -327,6 +371,12 @@ class EntrySummary(NamedTuple):
     other_inodes: Sequence[int]
     size: int
     complete: bool
+    # every regular file of the entry (info/ included) with its size and mtime when it was
+    # checked: an edit through a hard link changes them (``stamps_hold``)
+    stamp_paths: Sequence[str] = ()
+    stamp_sizes: Sequence[int] = ()
+    stamp_mtimes: Sequence[int] = ()
+    stamp_inodes: Sequence[int] = ()
 
     @property
     def files(self) -> Iterator[tuple[str, int]]:
@@ -340,8 +390,8 @@ class EntrySummary(NamedTuple):
         return frozenset(self.file_inodes).union(self.other_inodes)
 
 
-SUMMARY_SUFFIX = ".checked.json"
-SUMMARY_FORMAT = 3
+SUMMARY = "summary.json"  # inside an entry
+SUMMARY_FORMAT = 4
 
 
 def summarize(directory: Path, entries: Sequence[PathEntry]) -> EntrySummary:
@@ -379,6 +429,14 @@ def summarize(directory: Path, entries: Sequence[PathEntry]) -> EntrySummary:
             cut = path.rfind("/")
     plain = {inode for _, inode in files}
     others = {inode for kind, inode in walked.values() if kind == "file"} - plain
+    stamp_paths, stamp_sizes, stamp_mtimes, stamp_inodes = [], [], [], []
+    for rel, (kind, inode) in tree(os.fspath(directory)).items():
+        if kind == "file":
+            st = os.lstat(f"{directory}/{rel}")
+            stamp_paths.append(rel)
+            stamp_sizes.append(st.st_size)
+            stamp_mtimes.append(st.st_mtime_ns)
+            stamp_inodes.append(inode)
     return EntrySummary(
         links=sorted(links),
         parents=sorted(parents),
@@ -387,7 +445,35 @@ def summarize(directory: Path, entries: Sequence[PathEntry]) -> EntrySummary:
         other_inodes=sorted(others),
         size=sum(e.size or 0 for e in entries),
         complete=complete,
+        stamp_paths=stamp_paths,
+        stamp_sizes=stamp_sizes,
+        stamp_mtimes=stamp_mtimes,
+        stamp_inodes=stamp_inodes,
     )
+
+
+def stamps_hold(directory: Path | str, summary: EntrySummary) -> bool:
+    """Whether every file of the entry still has the size, mtime and inode it had when it was
+    checked: one ``lstat`` per file, the cheap check before linking that keeps an edit made
+    through a hard link (in some environment) from reaching the next one. A file edited
+    without changing its size and mtime is left to ``verify``. (Runs over every file of a
+    warm create: a plain loop over aligned lists.)"""
+    lstat = os.lstat
+    base = f"{directory}/"
+    try:
+        for rel, size, mtime, inode in zip(
+            summary.stamp_paths,
+            summary.stamp_sizes,
+            summary.stamp_mtimes,
+            summary.stamp_inodes,
+            strict=True,
+        ):
+            st = lstat(base + rel)
+            if st.st_ino != inode or st.st_size != size or st.st_mtime_ns != mtime:
+                return False
+    except (OSError, ValueError):  # a file gone; lists that do not align
+        return False
+    return True
 
 
 def tree(root: str) -> dict[str, tuple[str, int]]:
@@ -454,16 +540,12 @@ def _paths_signature(directory: Path | str) -> list[int] | None:
     return None
 
 
-def write_summary(root: Path, name: str, sha256: str, summary: EntrySummary) -> None:
-    """Keep ``summary`` beside the entry ``root/name`` (atomically; a cache that cannot be
-    written just goes without: the next create parses paths.json again)."""
-    signature = _paths_signature(root / name)
-    if signature is None:
-        return
+def summary_document(directory: Path, sha256: str, summary: EntrySummary) -> str:
+    """The text of ``summary.json`` for the package extracted at ``directory``."""
     doc = {
         "format": SUMMARY_FORMAT,
         "sha256": sha256,
-        "paths": signature,
+        "paths": _paths_signature(directory),
         "size": summary.size,
         "links": list(summary.links),
         "parents": list(summary.parents),
@@ -471,15 +553,19 @@ def write_summary(root: Path, name: str, sha256: str, summary: EntrySummary) -> 
         "file_inodes": list(summary.file_inodes),
         "inodes": list(summary.other_inodes),
         "complete": summary.complete,
+        "stamp_paths": "\n".join(summary.stamp_paths),
+        "stamp_sizes": list(summary.stamp_sizes),
+        "stamp_mtimes": list(summary.stamp_mtimes),
+        "stamp_inodes": list(summary.stamp_inodes),
     }
-    write_cached(root / f"{name}{SUMMARY_SUFFIX}", json.dumps(doc, separators=(",", ":")))
+    return json.dumps(doc, separators=(",", ":"))
 
 
-def read_summary(root: Path, name: str, sha256: str) -> EntrySummary | None:
-    """The summary kept beside ``root/name`` when it was made for this archive (``sha256``)
+def read_summary(entry: Path | str, sha256: str) -> EntrySummary | None:
+    """The summary kept in the entry ``entry`` when it was made for this archive (``sha256``)
     from the entry's current paths.json; None otherwise."""
     try:
-        with open(f"{root}/{name}{SUMMARY_SUFFIX}", "rb") as file:  # noqa: PTH123
+        with open(f"{entry}/{SUMMARY}", "rb") as file:  # noqa: PTH123
             doc = json.loads(file.read())
     except (OSError, ValueError):
         return None
@@ -487,17 +573,24 @@ def read_summary(root: Path, name: str, sha256: str) -> EntrySummary | None:
         not isinstance(doc, dict)
         or doc.get("format") != SUMMARY_FORMAT
         or doc.get("sha256") != sha256
-        or doc.get("paths") != _paths_signature(f"{root}/{name}")
+        or doc.get("paths") != _paths_signature(f"{entry}/{PACKAGE}")
     ):
         return None
     links, parents, others, size = (doc.get(k) for k in ("links", "parents", "inodes", "size"))
     paths, inodes, complete = (doc.get(k) for k in ("files", "file_inodes", "complete"))
+    stamped, sizes, mtimes, stamp_inodes = (
+        doc.get(k) for k in ("stamp_paths", "stamp_sizes", "stamp_mtimes", "stamp_inodes")
+    )
     if not (
         isinstance(links, list)
         and isinstance(parents, list)
         and isinstance(others, list)
         and isinstance(inodes, list)
         and isinstance(paths, str)
+        and isinstance(stamped, str)
+        and isinstance(sizes, list)
+        and isinstance(mtimes, list)
+        and isinstance(stamp_inodes, list)
         and type(size) is int
         and isinstance(complete, bool)
         # in C, not a Python loop: an entry of a TF stack lists thousands of files
@@ -505,12 +598,30 @@ def read_summary(root: Path, name: str, sha256: str) -> EntrySummary | None:
         and set(map(type, parents)) <= {str}
         and set(map(type, inodes)) <= {int}
         and set(map(type, others)) <= {int}
+        and set(map(type, sizes)) <= {int}
+        and set(map(type, mtimes)) <= {int}
+        and set(map(type, stamp_inodes)) <= {int}
     ):
         return None
     names = paths.split("\n") if paths else []
-    if len(names) != len(inodes):
+    stamp_names = stamped.split("\n") if stamped else []
+    if len(names) != len(inodes) or not (
+        len(stamp_names) == len(sizes) == len(mtimes) == len(stamp_inodes)
+    ):
         return None
-    return EntrySummary(links, parents, names, inodes, others, size, complete)
+    return EntrySummary(
+        links,
+        parents,
+        names,
+        inodes,
+        others,
+        size,
+        complete,
+        stamp_names,
+        sizes,
+        mtimes,
+        stamp_inodes,
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -534,8 +645,8 @@ class Staging:
         path.mkdir(mode=0o700)
         handle: IO[bytes] | None = None
         try:
-            handle = (path / MARKER).open("wb")
-            host.flock(handle.fileno(), host.LOCK_EX)
+            handle = os.fdopen(create_marker(path / MARKER), "wb")
+            filelock.wait_lock(handle, shared=False)  # a new file: nobody else holds it
             handle.write(f"{os.getpid()}\n".encode())
             handle.flush()
             if mode is not None:
@@ -550,9 +661,10 @@ class Staging:
     @classmethod
     def adopt(cls, path: Path) -> Staging:
         """Mark an existing directory for removal: if this process dies before it removes
-        it, ``sweep_stale`` will (once the directory is renamed to a staging name)."""
-        handle = (path / MARKER).open("wb")
-        host.flock(handle.fileno(), host.LOCK_EX)
+        it, ``sweep_stale`` will (once the directory is renamed to a staging name). A marker
+        already there, or a link a package planted at its name, is removed, never followed."""
+        handle = os.fdopen(create_marker(path / MARKER), "wb")
+        filelock.wait_lock(handle, shared=False)
         return cls(path, handle)
 
     def release_marker(self) -> None:
@@ -623,14 +735,15 @@ def sweep_stale(parent: Path, prefix: str) -> list[Path]:
         return removed
     for candidate in sorted(parent.glob(f"{prefix}*")):
         marker = candidate / MARKER
-        if candidate.is_symlink() or not candidate.is_dir() or not marker.is_file():
-            continue
         try:
-            with marker.open("rb") as handle:
-                host.flock(handle.fileno(), host.LOCK_EX | host.LOCK_NB)
+            if not stat.S_ISDIR(os.lstat(candidate).st_mode):
+                continue
+            if not stat.S_ISREG(os.lstat(marker).st_mode):
+                continue
+            with filelock.open_lock_file(os.fspath(marker)) as handle:
+                if not filelock.try_lock(handle, shared=False):
+                    continue  # alive
                 shutil.rmtree(candidate, ignore_errors=True)
-        except BlockingIOError:
-            continue  # alive
         except OSError:
             continue
         removed.append(candidate)
@@ -645,10 +758,11 @@ Outcome = Literal["cached", "extracted", "downloaded"]
 
 
 class CachedPackage(NamedTuple):
-    directory: Path  # the extracted package: <root>/<name>-<version>-<build>
+    directory: Path  # the extracted package: <root>/sha256/<sha256>/pkg
     sha256: str
     summary: EntrySummary  # of its checked paths.json
     outcome: Outcome
+    name: str = ""  # <name>-<version>-<build>: its name in the lease's view (and conda-meta/)
 
 
 class CacheInfo(NamedTuple):
@@ -687,21 +801,6 @@ def archive_name(pkg: Wanted) -> str:
     return name
 
 
-def _read_lock(handle: IO[bytes]) -> str | None:
-    handle.seek(0)
-    data = handle.read(40)
-    if len(data) != 40:
-        return None
-    return data[8:].hex()
-
-
-def _write_lock(handle: IO[bytes], sha256: str) -> None:
-    handle.seek(0)
-    handle.truncate()
-    handle.write(struct.pack(">Q", LOCK_REVISION) + bytes.fromhex(sha256))
-    handle.flush()
-
-
 def _digest(path: Path, algorithm: str) -> str:
     import hashlib  # ~1 ms of OpenSSL set-up that a warm create never needs
 
@@ -718,6 +817,66 @@ def _expected(pkg: Wanted) -> tuple[str, str]:
     if pkg.md5:
         return "md5", pkg.md5.lower()
     raise ToolError(f"{pkg.describe()} has no hash in the lock", "re-lock: every package needs one")
+
+
+_SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")
+# envfactory <= 0.3 kept entries as <root>/<name>-<version>-<build> with .lock, .md5 and
+# .checked.json beside them: never used now, removed by 'cache clean'
+_LEGACY_ENTRY = re.compile(r"\A[A-Za-z0-9_].*-[^-/]+-[^-/]+(?:\.lock|\.md5|\.checked\.json)?\Z")
+WAIT_S = 600.0  # the longest wait for a lock (each wait is reported as it goes)
+
+
+def current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def check_private(path: Path, *, follow: bool) -> None:
+    """Refuse a cache directory that another user owns or can write (group- or
+    world-writable): such a user could plant entries that this user's creates would link, as
+    ssh refuses a ``~/.ssh`` others can write. Windows hosts: left to the directory's ACL."""
+    if not hasattr(os, "geteuid"):
+        return
+    st = path.stat() if follow else path.lstat()
+    if not follow and stat.S_ISLNK(st.st_mode):
+        raise ToolError(
+            f"the package cache's {path} is a symbolic link",
+            f"remove it (envfactory makes it again), or point {ENV_VAR} at another directory",
+        )
+    check_owned(path, st)
+
+
+def check_owned(path: Path, st: os.stat_result) -> None:
+    """``path`` (with its ``lstat``) is owned by this user and writable by no one else."""
+    if not hasattr(os, "geteuid"):
+        return
+    me = os.geteuid()
+    if st.st_uid != me:
+        raise ToolError(
+            f"the package cache's {path} is owned by {_user(st.st_uid)}, not by you "
+            f"({_user(me)}); its entries could have been planted by that user",
+            f"use a cache of your own: point {ENV_VAR} at a directory you own (the default "
+            "is ~/.cache/envfactory/pkgs); users share archives through a read-only "
+            f"directory in {ENV_VAR} or CONDA_PKGS_DIRS, never entries "
+            "(docs/security.md, 'Another local user')",
+        )
+    if st.st_mode & 0o022:
+        raise ToolError(
+            f"the package cache's {path} is writable by other users "
+            f"(mode {stat.S_IMODE(st.st_mode):04o}); they could plant entries",
+            f"chmod go-w {path}, or point {ENV_VAR} at a directory only you can write "
+            "(docs/security.md, 'Another local user')",
+        )
+
+
+def _user(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
 
 
 def archive_matches(pkg: Wanted, path: Path) -> bool:
@@ -745,6 +904,7 @@ class PackageCache:
     def __init__(self, location: CacheLocation | None = None) -> None:
         self.location = location or cache_location()
         self.root = self.location.root
+        self.entries = self.root / ENTRIES
         self._local = threading.local()
 
     @property
@@ -752,19 +912,30 @@ class PackageCache:
         """Where ``create`` keeps the locks it parsed (``lockfile.load_document``)."""
         return self.root / MEMO
 
+    def entry(self, sha256: str) -> Path:
+        """The extracted package of the archive with this sha256 (it may not be there)."""
+        return self.entries / sha256 / PACKAGE
+
     # -- bookkeeping ------------------------------------------------------------------------
 
     def _prepare(self) -> None:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
+            check_private(self.root, follow=True)
+            for sub in (ENTRIES, BY_MD5, STAGING, MEMO):
+                with contextlib.suppress(FileExistsError):
+                    (self.root / sub).mkdir()
+                check_private(self.root / sub, follow=False)
             tag = self.root / "CACHEDIR.TAG"
             if not tag.exists():
-                tag.write_text(
+                write_cached(
+                    tag,
                     "Signature: 8a477f597d28d172789f06886806bc55\n"
                     "# envfactory's package cache (https://bford.info/cachedir/)\n",
-                    encoding="utf-8",
                 )
         except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise disk_full("preparing the package cache", self.root) from None
             raise ToolError(
                 f"cannot use the package cache {self.root}: {exc.strerror}",
                 f"point {ENV_VAR} at a writable directory",
@@ -781,8 +952,8 @@ class PackageCache:
                     locks = sum(1 for _ in child.glob("*.json"))
                 elif child.name.startswith("."):
                     continue  # the pip side (pipcache) counts its own
-                elif child.is_dir() and not child.is_symlink():
-                    packages += 1
+                elif child.name == ENTRIES:
+                    packages = sum(1 for p in child.iterdir() if _SHA256.match(p.name))
                 elif child.name.endswith((".tar.bz2", ".conda")):
                     archives += 1
             for dirpath, _dirs, files in os.walk(self.root):
@@ -794,33 +965,37 @@ class PackageCache:
         )
 
     def clean(self, archives: bool = True, extracted: bool = True) -> tuple[int, int]:
-        """Remove archives and/or extracted packages that no process is using (an entry whose
-        lock some create holds is skipped), and with the extracted packages the parsed locks
-        (``MEMO``). Returns (entries removed, bytes freed)."""
+        """Remove archives and/or extracted packages that no process is using (an entry some
+        create links from is skipped), and with the extracted packages the parsed locks
+        (``MEMO``). An entry is renamed out of the way before it is removed, so a kill -9
+        meanwhile leaves no half-removed entry under its name. Returns (entries removed,
+        bytes freed)."""
         before = self.info().bytes
         removed = 0
         if not self.root.is_dir():
             return 0, 0
         sweep_stale(self.root / STAGING, "")
-        remove_stale_temporaries(self.root)  # of summaries a killed create was writing
+        remove_stale_temporaries(self.root)
         if extracted:
             shutil.rmtree(self.root / MEMO, ignore_errors=True)
+            shutil.rmtree(self.root / BY_MD5, ignore_errors=True)
+            if self.entries.is_dir():
+                for child in sorted(self.entries.iterdir()):
+                    if _SHA256.match(child.name) and self._retire(child.name, wait=False):
+                        removed += 1
         for child in sorted(self.root.iterdir()):
-            if child.name.startswith("."):  # staging, parsed locks, the pip side (pipcache)
+            # staging, parsed locks, the pip side (pipcache), the entries and md5 notes
+            if child.name.startswith(".") or child.name in (ENTRIES, BY_MD5):
                 continue
-            if extracted and child.is_dir() and not child.is_symlink():
-                lock = child.with_name(child.name + ".lock")
-                with lock.open("a+b") as handle:
-                    try:
-                        host.flock(handle.fileno(), host.LOCK_EX | host.LOCK_NB)
-                    except BlockingIOError:
-                        continue
+            archive = child.name.endswith((".tar.bz2", ".conda"))
+            if extracted and not archive and _LEGACY_ENTRY.match(child.name):
+                # an entry or sidecar of envfactory <= 0.3's layout (<name>-<version>-<build>)
+                if child.is_dir() and not child.is_symlink():
                     shutil.rmtree(child, ignore_errors=True)
-                    lock.unlink(missing_ok=True)
-                    child.with_name(child.name + ".md5").unlink(missing_ok=True)
-                    child.with_name(child.name + SUMMARY_SUFFIX).unlink(missing_ok=True)
-                removed += 1
-            elif archives and child.is_file() and child.name.endswith((".tar.bz2", ".conda")):
+                    removed += 1
+                else:
+                    child.unlink(missing_ok=True)
+            elif archives and archive and child.is_file():
                 child.unlink(missing_ok=True)
                 removed += 1
         return removed, max(0, before - self.info().bytes)
@@ -877,19 +1052,19 @@ class PackageCache:
                 "--channel-map NAME=URL or ENVFACTORY_CHANNEL_MAP=NAME=URL,...; "
                 "'envfactory mirror LOCK DIR' writes one on a machine that is online",
             ) from None
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise disk_full(f"downloading {url}", staging) from None
+            raise
         return target
 
     # -- entries ----------------------------------------------------------------------------
 
-    def _lock_handle(self, name: str) -> IO[bytes]:
-        return open(f"{self.root}/{name}.lock", "a+b")  # noqa: PTH123
-
-    def _populate(self, pkg: Wanted, handle: IO[bytes]) -> Outcome:
-        """Under the entry's exclusive lock: fetch, check the archive's hash while extracting,
-        check paths.json and every file against it, then move the entry into place."""
-        from rattler.package_streaming import extract
-
-        name = entry_name(pkg)
+    def _populate(self, pkg: Wanted) -> tuple[Outcome, int]:
+        """Fetch the archive, check its hash, then its size against its paths.json, unpack it
+        into a staging directory, check it (``check_extracted``) and publish it under its
+        sha256 by one rename. A name that is taken meanwhile (another process filled the same
+        archive) keeps the entry that is there. Returns the outcome and the listed bytes."""
         algorithm, expected = _expected(pkg)
         staging = Staging.make(self.root / STAGING, "")
         try:
@@ -908,17 +1083,8 @@ class PackageCache:
                 else:
                     archive = self.download(pkg, staging.path)
                     downloaded, outcome = True, "downloaded"
-            extracted = staging.path / "x"
-            try:
-                sha_bytes, md5_bytes = extract(archive, extracted)
-                found = (sha_bytes if algorithm == "sha256" else md5_bytes).hex()
-            except Exception as exc:  # rattler raises its own types, not one base class
-                found = _digest(archive, algorithm)
-                if found == expected:
-                    raise ToolError(
-                        f"{pkg.describe()}: cannot extract {archive.name}: {exc}",
-                        "the locked archive itself is damaged; re-lock from a channel you trust",
-                    ) from None
+            sha, md5 = unpack.digests(archive)  # before anything is unpacked
+            found = sha if algorithm == "sha256" else md5
             if found != expected:
                 raise ToolError(
                     f"{pkg.describe()}: {algorithm} of {pkg.url} is {found}, the lock says "
@@ -926,32 +1092,166 @@ class PackageCache:
                     "the package file changed after locking; re-lock from a channel you "
                     "trust, or restore the original file",
                 )
-            summary = check_extracted(pkg, extracted)
-            target = self.root / name
-            if target.exists() or target.is_symlink():
-                shutil.rmtree(target, ignore_errors=True)
-                with contextlib.suppress(FileNotFoundError):
-                    target.unlink()
-            extracted.rename(target)
-            _write_lock(handle, sha_bytes.hex())
-            (self.root / f"{name}.md5").write_text(md5_bytes.hex() + "\n", encoding="ascii")
-            write_summary(self.root, name, sha_bytes.hex(), summary)
+            target = self.entries / sha
+            size = 0
+            if not os.path.lexists(target):
+                what = pkg.describe()
+                unpack.check_bounds(what, archive)
+                work = staging.path / "entry"
+                work.mkdir()
+                unpack.extract(what, archive, work / PACKAGE)
+                unpack.normalize_modes(work / PACKAGE, current_umask())
+                summary = check_extracted(pkg, work / PACKAGE)
+                size = summary.size
+                (work / RECORD).write_text(
+                    json.dumps({"format": ENTRY_FORMAT, "sha256": sha, "md5": md5}) + "\n",
+                    encoding="utf-8",
+                )
+                (work / SUMMARY).write_text(
+                    summary_document(work / PACKAGE, sha, summary), encoding="utf-8"
+                )
+                work.chmod(0o777 & ~current_umask())
+                try:
+                    work.rename(target)
+                except OSError as exc:
+                    if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                        raise
+                    outcome = "cached"  # published by another process meanwhile
+            write_cached(self.root / BY_MD5 / md5, sha + "\n")
             if downloaded:
                 archive.replace(self.root / archive_name(pkg))
-            return outcome
+            return outcome, size
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise disk_full(f"filling the cache entry of {pkg.describe()}", self.root) from None
+            raise
         finally:
             staging.remove()
 
+    def _sha256_of(self, pkg: Wanted) -> str | None:
+        """The sha256 of the locked archive: the lock's, or for an md5-only lock the one the
+        cache noted when it filled the archive with that md5 (None when it did not)."""
+        algorithm, expected = _expected(pkg)
+        if algorithm == "sha256":
+            return expected
+        try:
+            with open(self.root / BY_MD5 / expected, "rb") as handle:  # noqa: PTH123
+                noted = handle.read(80).decode("ascii", "replace").strip()
+        except OSError:
+            return None
+        return noted if _SHA256.match(noted) else None
+
+    def _open_entry_lock(self, sha: str, what: str, report: CacheProgress) -> IO[bytes]:
+        """The entry's lock file, shared-locked (waiting, and saying so, while ``cache clean``
+        or a create retiring the entry holds it exclusively). The lock is held on the file
+        that is at the path afterwards (clean removes lock files)."""
+        path = f"{self.entries}/{sha}.lock"
+        while True:
+            handle = filelock.open_lock_file(path)
+            try:
+
+                def waiting(seconds: float) -> None:
+                    report.waiting(
+                        f"{what}: waiting {seconds:.0f} s for the cache entry {self.entries / sha}"
+                        " (another process is removing it: 'cache clean' or a create that "
+                        "found it damaged)"
+                    )
+
+                if not filelock.wait_lock(handle, shared=True, waiting=waiting, deadline_s=WAIT_S):
+                    raise ToolError(
+                        f"{what}: the cache entry {self.entries / sha} stayed locked by another "
+                        f"process for {WAIT_S:.0f} s",
+                        "is a 'cache clean' or a create stuck? end it, or give this create its "
+                        f"own {ENV_VAR}",
+                    )
+                try:
+                    same = os.fstat(handle.fileno()).st_ino == os.lstat(path).st_ino
+                except FileNotFoundError:
+                    same = False
+            except BaseException:
+                handle.close()
+                raise
+            if same:
+                return handle
+            handle.close()  # removed by clean meanwhile: lock the file that is there now
+
+    def _check_entry(
+        self, pkg: Wanted, sha: str
+    ) -> tuple[Literal["ok", "absent", "damaged"], EntrySummary | None]:
+        """Whether the entry of ``sha`` can be linked for ``pkg`` (module docstring). An
+        entry owned by another user, or writable by others, is refused; one whose archive is
+        another package is refused (``check_index``)."""
+        directory = self.entries / sha
+        try:
+            st = os.lstat(directory)
+        except FileNotFoundError:
+            return "absent", None
+        check_owned(directory, st)
+        try:
+            record = json.loads((directory / RECORD).read_bytes())
+        except (OSError, ValueError):
+            return "damaged", None
+        if not isinstance(record, dict) or record.get("sha256") != sha:
+            return "damaged", None
+        algorithm, expected = _expected(pkg)
+        if algorithm == "md5" and record.get("md5") != expected:
+            (self.root / BY_MD5 / expected).unlink(missing_ok=True)  # a stale note
+            return "absent", None
+        check_index(pkg, directory / PACKAGE)
+        summary = read_summary(directory, sha)
+        if summary is None or not stamps_hold(directory / PACKAGE, summary):
+            return "damaged", None
+        return "ok", summary
+
+    def _retire(self, sha: str, *, wait: bool, report: CacheProgress | None = None) -> bool:
+        """Remove the entry of ``sha`` once no create links from it (its lock exclusive):
+        renamed into a staging directory first, so a kill -9 leaves nothing under its name,
+        then removed. ``wait``: wait for the lock (saying so); otherwise skip an entry in use.
+        True when it was removed."""
+        path = f"{self.entries}/{sha}.lock"
+        with filelock.open_lock_file(path) as handle:
+            if wait:
+
+                def waiting(seconds: float) -> None:
+                    if report is not None:
+                        report.waiting(
+                            f"waiting {seconds:.0f} s for other creates to finish linking from "
+                            f"the damaged cache entry {self.entries / sha}, to unpack it again"
+                        )
+
+                taken = filelock.wait_lock(handle, shared=False, waiting=waiting, deadline_s=WAIT_S)
+                if not taken:
+                    raise ToolError(
+                        f"the damaged cache entry {self.entries / sha} stayed in use by other "
+                        f"processes for {WAIT_S:.0f} s",
+                        "let the creates that link from it finish, then run this again",
+                    )
+            elif not filelock.try_lock(handle, shared=False):
+                return False
+            staging = Staging.make(self.root / STAGING, "")
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    (self.entries / sha).rename(staging.path / "retired")
+                with contextlib.suppress(OSError):  # Windows: not while it is open
+                    Path(path).unlink()  # still locked by us: a waiter re-opens (_open_entry_lock)
+            finally:
+                staging.remove()
+        return True
+
     def acquire(self, packages: Sequence[Wanted], progress: CacheProgress | None = None) -> Lease:
         """Make sure every package is in the cache, checked; return a lease holding a shared
-        lock on each entry until it is closed (so no other process replaces one meanwhile).
+        lock on each entry until it is closed (so no process removes one meanwhile), with a
+        view directory (``Lease.view``) that ``rattler.install`` links from.
 
-        Entries already there cost a lock and a look. The others are fetched, extracted and
-        checked by a bounded pool of worker processes (``workers()``; processes, because
-        rattler's extraction holds the GIL). On a failure or an interrupt the queued work is
-        cancelled and the running work is waited for before this returns, so nothing writes
-        into the cache's staging directories afterwards; a worker ignores SIGINT and leaves
-        that to this process, and removes its own staging directory."""
+        Entries already there cost a lock, a look and one ``lstat`` per file. The others are
+        fetched, checked, unpacked and published by a bounded pool of worker processes
+        (``workers()``; processes, because rattler's extraction holds the GIL); they take no
+        lock. Each pass takes the shared locks in the order of the entries' names and holds
+        none while it fills or retires, so no two creates can wait on each other. On a
+        failure or an interrupt the queued work is cancelled and the running work is waited
+        for before this returns, so nothing writes into the cache's staging directories
+        afterwards; a worker ignores SIGINT and leaves that to this process, and removes its
+        own staging directory."""
         report = progress or _Silent()
         names = [entry_name(p) for p in packages]
         for pkg in packages:
@@ -960,91 +1260,86 @@ class PackageCache:
         self._prepare()
         report.start(len(packages))
         lease = Lease(self)
+        outcomes: dict[int, Outcome] = {}
         try:
-            handles = []
-            done: dict[int, CachedPackage] = {}
-            for index, (pkg, name) in enumerate(zip(packages, names, strict=True)):
-                handle = self._lock_handle(name)
-                lease.add(handle)
-                handles.append(handle)
-                found = self._shared(handle, pkg, name)
-                if found is not None:
-                    done[index] = self._cached(pkg, name, found, "cached", report)
-            missing = [i for i in range(len(packages)) if i not in done]
-            for _attempt in range(3):
+            for _attempt in range(4):
+                lease.release()
+                found, missing, damaged = self._take(packages, lease, report)
+                if damaged:
+                    lease.release()
+                    for sha in sorted(damaged):
+                        self._retire(sha, wait=True, report=report)
+                    continue
                 if not missing:
                     break
-                again: list[int] = []
+                lease.release()
 
-                def landed(i: int, outcome: Outcome, again: list[int] = again) -> None:
-                    found = self._shared(handles[i], packages[i], names[i])
-                    if found is None:
-                        again.append(i)  # replaced by another process meanwhile
-                    else:
-                        done[i] = self._cached(packages[i], names[i], found, outcome, report)
+                def landed(i: int, outcome: Outcome, size: int) -> None:
+                    outcomes[i] = outcome
+                    report.fetched(packages[i].name, size, outcome)
 
                 self._fill(missing, packages, landed, getattr(report, "transferred", None))
-                missing = sorted(again)
-            if missing:
-                pkg = packages[missing[0]]
+            else:
+                pkg = packages[(missing or [0])[0]]
                 raise ToolError(
-                    f"{pkg.describe()}: the cache entry {self.root / names[missing[0]]} keeps "
-                    "changing",
-                    "another process replaces it with a different package of the same name; "
-                    f"run one create at a time or give each its own {ENV_VAR}",
+                    f"{pkg.describe()}: its cache entry keeps changing",
+                    f"another process removes or damages entries of {self.entries}; run one "
+                    f"create at a time or give each its own {ENV_VAR}",
                 )
-            lease.packages = [done[i] for i in range(len(packages))]
+            for i, (_sha, summary) in sorted(found.items()):
+                if i not in outcomes:
+                    report.fetched(packages[i].name, summary.size, "cached")
+            lease.packages = [
+                CachedPackage(
+                    self.entry(found[i][0]),
+                    found[i][0],
+                    found[i][1],
+                    outcomes.get(i, "cached"),
+                    names[i],
+                )
+                for i in range(len(packages))
+            ]
+            lease.make_view()
         except BaseException:
             lease.close()
             raise
         return lease
 
-    def _shared(self, handle: IO[bytes], pkg: Wanted, name: str) -> str | None:
-        """Take the shared lock; the entry's sha256 when it holds the locked archive."""
-        algorithm, expected = _expected(pkg)
-        host.flock(handle.fileno(), host.LOCK_SH)
-        found = self._hit(handle, name, algorithm, expected)
-        if found is None:
-            host.flock(handle.fileno(), host.LOCK_UN)
-        return found
-
-    def _cached(
-        self, pkg: Wanted, name: str, sha: str, outcome: Outcome, report: CacheProgress
-    ) -> CachedPackage:
-        """The entry's summary: the one kept beside it, or made from its paths.json again
-        (checked, as on its way in) and kept for the next create."""
-        summary = read_summary(self.root, name, sha)
-        if summary is None:
-            directory = self.root / name
-            summary = summarize(directory, read_paths(pkg.describe(), directory))
-            write_summary(self.root, name, sha, summary)
-        report.fetched(pkg.name, summary.size, outcome)
-        return CachedPackage(self.root / name, sha, summary, outcome)
-
-    def _hit(self, handle: IO[bytes], name: str, algorithm: str, expected: str) -> str | None:
-        """The entry's sha256 when it is in place and holds the locked archive."""
-        found = _read_lock(handle)
-        if found is None or not os.path.isfile(f"{self.root}/{name}/info/index.json"):  # noqa: PTH113
-            return None
-        if algorithm == "sha256":
-            return found if found == expected else None
-        md5 = self.root / f"{name}.md5"  # written beside the entry: an md5-only lock
-        with contextlib.suppress(OSError):
-            if md5.read_text(encoding="ascii").strip() == expected:
-                return found
-        return None
+    def _take(
+        self, packages: Sequence[Wanted], lease: Lease, report: CacheProgress
+    ) -> tuple[dict[int, tuple[str, EntrySummary]], list[int], set[str]]:
+        """One pass: shared locks on the entries there, in sorted order, each checked. Returns
+        the usable ones by index (sha256 and summary), the indices to fill, the damaged."""
+        shas = [self._sha256_of(p) for p in packages]
+        found: dict[int, tuple[str, EntrySummary]] = {}
+        missing: list[int] = []
+        damaged: set[str] = set()
+        for i in sorted(range(len(packages)), key=lambda i: shas[i] or ""):
+            sha, pkg = shas[i], packages[i]
+            if sha is None:
+                missing.append(i)
+                continue
+            handle = self._open_entry_lock(sha, pkg.describe(), report)
+            lease.add(handle)
+            state, summary = self._check_entry(pkg, sha)
+            if state == "ok" and summary is not None:
+                found[i] = (sha, summary)
+            elif state == "damaged":
+                damaged.add(sha)
+            else:
+                missing.append(i)
+        return found, sorted(missing), damaged
 
     def _fill(
         self,
         indices: Sequence[int],
         packages: Sequence[Wanted],
-        landed: Callable[[int, Outcome], None],
+        landed: Callable[[int, Outcome, int], None],
         transferred: Callable[[int], None] | None = None,
     ) -> None:
-        """Populate the entries of ``packages[i]`` for each index in worker processes (each
-        under the entry's exclusive lock, taken in the worker); ``landed(i, outcome)`` runs
-        here as each one finishes, ``transferred(nbytes)`` a few times a second while the
-        workers download."""
+        """Populate the entries of ``packages[i]`` for each index in worker processes;
+        ``landed(i, outcome, size)`` runs here as each one finishes, ``transferred(nbytes)``
+        a few times a second while the workers download."""
         from concurrent.futures import FIRST_COMPLETED, Executor, wait
 
         # Only these are preloaded: the default would import __main__ (the CLI) again; the
@@ -1082,9 +1377,9 @@ class PackageCache:
                     if error is not None:
                         raise ToolError(f"a package cache worker failed: {error}") from None
                     result = future.result()
-                    if isinstance(result, tuple):
+                    if len(result) == 3:
                         raise _error_from(result)
-                    landed(i, result)
+                    landed(i, result[0], result[1])
         except BaseException:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -1139,85 +1434,94 @@ def _exit_with(parent: int) -> None:
 
 def _error_from(result: tuple[str, str, str | None]) -> Exception:
     kind, message, hint = result
-    cls = {
+    cls: type[Exception] = {
         "UnsafePackage": UnsafePackage,
         "OfflineError": OfflineError,
         "UserInputError": UserInputError,
+        "SystemFailure": SystemFailure,
+        "ArchiveTooLarge": unpack.ArchiveTooLarge,
     }.get(kind, ToolError)
     return cls(message, hint)
 
 
-def _fill_one(location: CacheLocation, pkg: Wanted) -> Outcome | tuple[str, str, str | None]:
-    """In a worker process: fill one entry under its exclusive lock. Errors come back as
+def _fill_one(
+    location: CacheLocation, pkg: Wanted
+) -> tuple[Outcome, int] | tuple[str, str, str | None]:
+    """In a worker process: fill one entry (``PackageCache._populate``). Errors come back as
     (class name, message, hint): the error classes take a hint that pickling would drop."""
     from envfactory.errors import EnvfactoryError
 
-    cache = PackageCache(location)
-    name = entry_name(pkg)
-    algorithm, expected = _expected(pkg)
     try:
-        with cache._lock_handle(name) as handle:
-            # Filled meanwhile by another create? Then a shared lock is enough to know, and
-            # waiting for an exclusive one would deadlock: that create's lease holds a shared
-            # lock on the entry until it is done, while it may wait for an entry this create
-            # holds the same way (two creates of one cold set: tests/test_pkgcache.py).
-            host.flock(handle.fileno(), host.LOCK_SH)
-            if cache._hit(handle, name, algorithm, expected) is not None:
-                return "cached"
-            host.flock(handle.fileno(), host.LOCK_UN)
-            _exclusive(handle, cache.root / name, pkg)
-            if cache._hit(handle, name, algorithm, expected) is not None:
-                return "cached"
-            return cache._populate(pkg, handle)
+        return PackageCache(location)._populate(pkg)
     except EnvfactoryError as exc:
         return (type(exc).__name__, exc.message, exc.hint)
 
 
-EXCLUSIVE_WAIT_S = 600.0
+def _windows_view_entry(entry: Path, link: Path) -> None:
+    """A view's entry on a Windows host: a junction to the entry (no privilege needed, unlike
+    a symlink); where the filesystem has none (wine's: "Request not supported"), the entry's
+    tree again, each file a hard link to the entry's own (its inodes, which the post-link
+    check knows)."""
+    import _winapi
 
-
-def _exclusive(handle: IO[bytes], entry: Path, pkg: Wanted) -> None:
-    """An exclusive lock on an entry, waited for at most ``EXCLUSIVE_WAIT_S``: two creates
-    that each hold an entry the other must replace (two different archives with one
-    name-version-build) would otherwise wait for each other for ever."""
-    import time
-
-    deadline = time.monotonic() + EXCLUSIVE_WAIT_S
-    delay = 0.01
-    while True:
-        try:
-            host.flock(handle.fileno(), host.LOCK_EX | host.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise ToolError(
-                    f"{pkg.describe()}: the cache entry {entry} stayed in use by another "
-                    f"process for {EXCLUSIVE_WAIT_S:.0f} s",
-                    "another create links a different package of the same name and version "
-                    f"from it; run the two one after the other, or give each its own {ENV_VAR}",
-                ) from None
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
+    try:
+        _winapi.CreateJunction(str(entry), str(link))  # type: ignore[attr-defined,unused-ignore]
+    except OSError:
+        if os.path.lexists(link):  # the directory CreateJunction made before it failed
+            link.rmdir()
+        shutil.copytree(entry, link, symlinks=True, copy_function=os.link)
 
 
 class Lease:
-    """Shared locks on cache entries, held while a prefix links from them."""
+    """Shared locks on cache entries, held while a prefix links from them, and the view
+    ``rattler.install`` links through (removed with the lease)."""
 
     def __init__(self, cache: PackageCache) -> None:
         self.cache = cache
         self.packages: list[CachedPackage] = []
         self._handles: list[IO[bytes]] = []
         self._guard = threading.Lock()
+        self._view: Staging | None = None
+
+    @property
+    def view(self) -> Path:
+        """A directory that holds each package as rattler's cache layout names it
+        (``<name>-<version>-<build>``, a symlink to its entry's ``pkg/``, and beside it
+        rattler's lock file with the archive's sha256): what ``rattler.install`` reads."""
+        if self._view is None:
+            raise ToolError("the cache's view was not made", "report this as a bug")
+        return self._view.path
+
+    def source(self, cached: CachedPackage) -> str:
+        """The path rattler links ``cached`` from (and records in conda-meta/)."""
+        return str(self.view / cached.name)  # native separators, as rattler records it
+
+    def make_view(self) -> None:
+        self._view = Staging.make(self.cache.root / STAGING, "view-")
+        for cached in self.packages:
+            link = self._view.path / cached.name
+            if host.WINDOWS:
+                _windows_view_entry(cached.directory, link)
+            else:
+                link.symlink_to(cached.directory)
+            lock = struct.pack(">Q", LOCK_REVISION) + bytes.fromhex(cached.sha256)
+            (self._view.path / f"{cached.name}.lock").write_bytes(lock)
 
     def add(self, handle: IO[bytes]) -> None:
         with self._guard:
             self._handles.append(handle)
 
-    def close(self) -> None:
+    def release(self) -> None:
         with self._guard:
             for handle in self._handles:
-                handle.close()  # closing the file releases its flock
+                handle.close()  # closing the file releases its lock
             self._handles.clear()
+
+    def close(self) -> None:
+        self.release()
+        if self._view is not None:
+            self._view.remove()
+            self._view = None
 
     def __enter__(self) -> Lease:
         return self
@@ -1244,6 +1548,32 @@ def read_paths(what: str, directory: Path) -> list[PathEntry]:
     return parse_paths(what, {"paths": [{"_path": f} for f in files if f]})
 
 
+def check_index(pkg: Wanted, directory: Path) -> None:
+    """The package's own ``info/index.json`` names the locked package: name, version, build
+    and, where both say one, subdir. Checked when an entry is filled and each time it is used
+    (entries are found by their archive's hash, which a lock can name under any name)."""
+    what = pkg.describe()
+    try:
+        with open(f"{directory}/info/index.json", "rb") as handle:  # noqa: PTH123
+            index = json.loads(handle.read())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UnsafePackage(f"{what}: no readable info/index.json: {exc}", "re-lock") from None
+    if not isinstance(index, dict):
+        raise UnsafePackage(f"{what}: info/index.json is not a JSON object", "re-lock")
+    claimed = (index.get("name"), str(index.get("version")), index.get("build"))
+    if claimed != (pkg.name, pkg.version, pkg.build):
+        raise UnsafePackage(
+            f"{what}: the archive says it is {' '.join(map(str, claimed))}",
+            "the lock points at another package's file; re-lock from a channel you trust",
+        )
+    subdir, locked = index.get("subdir"), pkg.subdir or pkg.url.rsplit("/", 2)[-2]
+    if subdir and locked and subdir != locked:
+        raise UnsafePackage(
+            f"{what}: the archive says it is built for {subdir}, the lock says {locked}",
+            "the lock points at another platform's file; re-lock from a channel you trust",
+        )
+
+
 def check_extracted(pkg: Wanted, directory: Path) -> EntrySummary:
     """An extracted package before it enters the cache: its index.json names the locked
     package; every paths.json entry is safe (``parse_paths``), none lies under a symlink of the
@@ -1251,17 +1581,13 @@ def check_extracted(pkg: Wanted, directory: Path) -> EntrySummary:
     a regular file with the listed size and sha256, or a symlink that stays inside the prefix.
     Returns the entry's summary (``write_summary`` keeps it once the entry is in place)."""
     what = pkg.describe()
-    try:
-        index = json.loads((directory / "info" / "index.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UnsafePackage(f"{what}: no readable info/index.json: {exc}", "re-lock") from None
-    claimed = (index.get("name"), str(index.get("version")), index.get("build"))
-    if claimed != (pkg.name, pkg.version, pkg.build):
-        raise UnsafePackage(
-            f"{what}: the archive says it is {' '.join(map(str, claimed))}",
-            "the lock points at another package's file; re-lock from a channel you trust",
-        )
+    check_index(pkg, directory)
     entries = read_paths(what, directory)
+    for e in entries:
+        if is_own_path(e.path):
+            raise _refuse(
+                what, e.path, "is one of envfactory's own paths (conda-meta/, its activation)"
+            )
     links = {e.path: e for e in entries if e.path_type == "softlink"}
     # before any lstat below: one under a symlink would follow it
     summary = summarize(directory, entries)
@@ -1304,10 +1630,33 @@ def check_extracted(pkg: Wanted, directory: Path) -> EntrySummary:
     return summary
 
 
+def saying_waits(progress: CacheProgress | None, say: Callable[[str], None]) -> CacheProgress:
+    """``progress`` (or none) with every wait for a lock told to ``say`` as well: a create
+    that waits for another process says so on every output, not only on a progress bar."""
+    inner = progress or _Silent()
+
+    class _Said:
+        def start(self, total: int) -> None:
+            inner.start(total)
+
+        def fetched(self, name: str, nbytes: int, outcome: str) -> None:
+            inner.fetched(name, nbytes, outcome)
+
+        def waiting(self, message: str) -> None:
+            say(message)
+
+    said = _Said()
+    if hasattr(inner, "transferred"):  # told the bytes the workers download (progress.Transfer)
+        said.transferred = inner.transferred  # type: ignore[attr-defined]
+    return said
+
+
 def callbacks(
-    start: Callable[[int], None], fetched: Callable[[str, int, str], None]
+    start: Callable[[int], None],
+    fetched: Callable[[str, int, str], None],
+    waiting: Callable[[str], None] | None = None,
 ) -> CacheProgress:
-    """A ``CacheProgress`` from two functions (what the CLI passes)."""
+    """A ``CacheProgress`` from functions (what the CLI passes)."""
 
     class _Progress:
         def start(self, total: int) -> None:
@@ -1315,5 +1664,9 @@ def callbacks(
 
         def fetched(self, name: str, nbytes: int, outcome: str) -> None:
             fetched(name, nbytes, outcome)
+
+        def waiting(self, message: str) -> None:
+            if waiting is not None:
+                waiting(message)
 
     return _Progress()

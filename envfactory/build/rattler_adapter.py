@@ -251,6 +251,12 @@ def install(
     try:
         asyncio.run(run())
     except InstallerError as exc:
+        import errno
+
+        from envfactory.build.unpack import disk_full, os_error_of
+
+        if os_error_of(str(exc)) in (errno.ENOSPC, errno.EDQUOT):
+            raise disk_full("linking the packages", final_prefix or prefix) from None
         raise ToolError(f"installing into {prefix} failed: {exc}") from None
 
 

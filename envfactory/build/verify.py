@@ -220,7 +220,10 @@ def _paths_of(record: dict[str, Any]) -> list[dict[str, Any]] | None:
         return [p for p in data["paths"] if isinstance(p, dict)]
     from envfactory.build.pkgcache import PackageCache
 
-    cached = PackageCache().root / f"{record['name']}-{record['version']}-{record['build']}"
+    sha = record.get("sha256")
+    if not isinstance(sha, str) or not untrusted.SHA256.fullmatch(sha):
+        return None
+    cached = PackageCache().entry(sha)
     try:
         doc = json.loads((cached / "info" / "paths.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -270,7 +273,13 @@ def check_files(prefix: Path) -> tuple[list[FileProblem], list[FileProblem], int
             if isinstance(size, int) and st.st_size != size:
                 altered.append(FileProblem(what, rel, f"{st.st_size} bytes, recorded {size}"))
             elif isinstance(want, str) and _sha256(full) != want:
-                altered.append(FileProblem(what, rel, "sha256 differs"))
+                problem = "sha256 differs"
+                if st.st_nlink > 1:  # a hard link into the package cache: the edit is shared
+                    problem += (
+                        f" (a file shared by {st.st_nlink} hard links: the package cache "
+                        "and the environments linked from it; an edit in one shows in all)"
+                    )
+                altered.append(FileProblem(what, rel, problem))
     return missing, altered, checked
 
 
