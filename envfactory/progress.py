@@ -40,6 +40,9 @@ class Transfer(Protocol):
     def fetched(self, name: str, nbytes: int, outcome: str) -> None:
         """One file is ready: ``nbytes`` long, and how it came (downloaded, cached, ...)."""
 
+    def waiting(self, message: str) -> None:
+        """Waiting for a lock another process holds; ``message`` says which and why."""
+
 
 def silent(_line: str) -> None:
     """The default when nobody listens."""
@@ -53,6 +56,9 @@ class SilentTransfer:
         pass
 
     def fetched(self, name: str, nbytes: int, outcome: str) -> None:
+        pass
+
+    def waiting(self, message: str) -> None:
         pass
 
 

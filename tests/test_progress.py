@@ -136,6 +136,7 @@ class Recorder:
         self.total = 0
         self.nbytes = 0
         self.files: list[tuple[str, int, str]] = []
+        self.waits: list[str] = []
 
     def start(self, total: int) -> None:
         self.total = total
@@ -145,6 +146,9 @@ class Recorder:
 
     def fetched(self, name: str, nbytes: int, outcome: str) -> None:
         self.files.append((name, nbytes, outcome))
+
+    def waiting(self, message: str) -> None:
+        self.waits.append(message)
 
 
 def test_the_pip_files_report_their_bytes_too(

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from envfactory.cli.output import QUIET, detail, level
+from envfactory.cli.output import QUIET, detail, level, note
 from envfactory.progress import SilentTransfer
 
 
@@ -70,6 +70,9 @@ class TransferBar:
             self.task, advance=1, last=f"{name} ({outcome}, {size(nbytes)})", bytes=self._bytes()
         )
 
+    def waiting(self, message: str) -> None:
+        self.bar.console.print(f"  {message}", markup=False, highlight=False)
+
     def stop(self) -> None:
         self.bar.stop()
 
@@ -94,6 +97,9 @@ class TransferLines:
     def fetched(self, name: str, nbytes: int, outcome: str) -> None:
         self.done += 1
         detail(f"  [{self.done}/{self.total}] {name}: {outcome}, {size(nbytes)}")
+
+    def waiting(self, message: str) -> None:
+        note(f"  {message}")  # a wait is news at every level but -q: it may be long
 
     def stop(self) -> None:
         if self.nbytes:
