@@ -156,6 +156,25 @@ def test_a_second_create_downloads_nothing(
     assert (tmp_path / "two/bin/tensorboard").is_file()
 
 
+def test_an_edit_in_one_environment_reaches_neither_the_pip_cache_nor_the_next_create(
+    tf114_lock: Path, tmp_path: Path
+) -> None:
+    """The pip files are hard links to the cache's unpacked wheels (issue 28, item 5): an
+    in-place edit in one environment changes the cache's inode, and the next create must not
+    link it. Before the per-file check, environment c got the edited bytes."""
+    cache = PackageCache(CacheLocation(tmp_path / "cache"))
+    site = "lib/python3.7/site-packages/tensorflow_gpu/__init__.py"
+    create_environment(tf114_lock, tmp_path / "a", platform="linux-64", cache=cache)
+    original = (tmp_path / "a" / site).read_bytes()
+    with (tmp_path / "a" / site).open("r+b") as handle:  # in place, as `>>` or a plain editor
+        handle.write(b"EDITED!!\n")
+    create_environment(tf114_lock, tmp_path / "c", platform="linux-64", cache=cache)
+    assert (tmp_path / "c" / site).read_bytes() == original
+    assert (tmp_path / "c" / site).stat().st_ino != (tmp_path / "a" / site).stat().st_ino
+    assert verify_environment(tmp_path / "c").identical
+    _check_record(tmp_path / "c" / "lib/python3.7/site-packages")
+
+
 def _check_record(site: Path) -> None:
     """Every RECORD row of every installed distribution names a file whose sha256 and size
     are the row's (what ``pip check``'s siblings, ``pip uninstall`` and ``verify``, rely on)."""

@@ -138,9 +138,15 @@ class PipCache:
             mine = all(host.owned_privately(s) for s in (st, manifest))
             if mine and stat.S_ISDIR(st.st_mode) and stat.S_ISREG(manifest.st_mode):
                 found = wheeltree.read(entry, pkg)
-                if found is not None:
+                if found is not None and wheeltree.unchanged(found):
                     return found
-            shutil.rmtree(entry, ignore_errors=True)  # not ours, or not this package: again
+            # not ours, not this package, or a file edited through an environment's hard
+            # link: unpacked again (environments linked to the old files keep them). Renamed
+            # aside first, so no other create ever sees a half-removed entry.
+            aside = entry.with_name(f".retired-{os.getpid()}-{entry.name}")
+            with contextlib.suppress(OSError):  # retired by another create meanwhile
+                entry.rename(aside)
+            shutil.rmtree(aside, ignore_errors=True)
         staging = self._staging()
         try:
             wheeltree.unpack(wheel, pkg, staging)

@@ -31,7 +31,7 @@ from envfactory.errors import ToolError
 
 MANIFEST = "manifest.json"
 FILES = "files"
-FORMAT = 1
+FORMAT = 2  # 2: each file's inode and mtime, for ``unchanged``
 SCHEMES = ("purelib", "platlib", "headers", "scripts", "data")
 
 
@@ -87,7 +87,8 @@ def unpack(wheel: Path, pkg: LockedPackage, target: Path) -> None:
             with out.open("xb") as handle:
                 handle.write(data)
             out.chmod(0o755 if executable else 0o644)
-            files.append([scheme, rel, _record_hash(data), len(data)])
+            st = out.stat()  # what ``unchanged`` holds the file to before each later create
+            files.append([scheme, rel, _record_hash(data), len(data), st.st_ino, st.st_mtime_ns])
     manifest = {
         "format": FORMAT,
         "name": pkg.name,
@@ -115,6 +116,22 @@ def read(path: Path, pkg: LockedPackage) -> Tree | None:
     if not same or manifest.get("version") != pkg.version:
         return None
     return Tree(path, manifest)
+
+
+def unchanged(tree: Tree) -> bool:
+    """Each file of ``tree`` is still the inode it was unpacked as, with its size and mtime:
+    the files are hard-linked into environments, so an in-place edit in one of them (``>>``,
+    an editor without a backup copy) changes the cache's file too. A changed tree is unpacked
+    again before it is linked anywhere else (the conda half's per-file check does the same)."""
+    files = f"{tree.path}{os.sep}{FILES}{os.sep}"
+    for scheme, rel, _digest, size, inode, mtime in tree.manifest["files"]:
+        try:
+            st = os.lstat(f"{files}{scheme}{os.sep}{rel}")
+        except OSError:
+            return False
+        if (st.st_ino, st.st_size, st.st_mtime_ns) != (inode, size, mtime):
+            return False
+    return True
 
 
 # O_EXCL never opens an existing path, a symlink included; O_NOFOLLOW exists on POSIX only,
@@ -204,7 +221,7 @@ def install(
     files = str(tree.path / FILES)
     interpreter = where.interpreter.encode()
     sep = os.sep
-    for scheme, rel, digest, size in manifest["files"]:
+    for scheme, rel, digest, size, _inode, _mtime in manifest["files"]:
         target = f"{roots[scheme]}{sep}{rel if sep == '/' else rel.replace('/', sep)}"
         source = f"{files}/{scheme}/{rel}"
         if scheme == "scripts":
