@@ -342,12 +342,14 @@ def _plain(explanation: str) -> str:
     return "\n".join(f"  {line.strip()}" if line.strip() else "" for line in lines).strip("\n")
 
 
-def _pip_target(
+def pip_target(
     request: LockRequest,
     platform: Platform,
     conda: Sequence[LockedPackage],
     preferred: Sequence[LockedPackage] = (),
 ) -> PipTarget | None:
+    """What uv resolves for ``platform`` (None without pip requirements): lock's, and the
+    base of ``lock --check --resolve``'s pinned re-resolution (lockreview)."""
     requirements = request.pip_requirements(platform)
     if not requirements:
         return None
@@ -383,7 +385,7 @@ def _pip_packages(
 ) -> dict[Platform, list[LockedPackage]]:
     """The pip part of every platform, resolved in parallel (each resolution is a uv process),
     then checked together with the platform's conda part."""
-    targets = {p: _pip_target(request, p, conda[p], prefer.get(p, ())) for p in request.platforms}
+    targets = {p: pip_target(request, p, conda[p], prefer.get(p, ())) for p in request.platforms}
     jobs = {p: t for p, t in targets.items() if t is not None}
     out: dict[Platform, list[LockedPackage]] = {p: [] for p in request.platforms}
     if not jobs:

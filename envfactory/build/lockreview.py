@@ -184,20 +184,14 @@ def _pip_again(
         def constraint_lines(self) -> list[str]:
             return [*super().constraint_lines(), *self.pins]
 
-    requirements = request.pip_requirements(platform)
-    if not requirements:
+    from envfactory.build.lock import pip_target
+
+    base = pip_target(request, platform, conda)
+    if base is None:
         return []
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
     pins = tuple(f"{p.name}=={p.version}" for p in locked if p.manager == "pip")
-    target = PinnedTarget(
-        requirements=tuple(requirements),
-        platform=platform,
-        python=request.python,
-        glibc=request.virtual(platform).get("__glibc"),
-        conda_packages=tuple(conda),
-        constraints=request.constraints(platform),
-        index=request.pip_index,
-        pins=pins,
-    )
+    target = PinnedTarget(**fields, pins=pins)
     pypi.uv_binary()
     return [_public(p) for p in pypi.lock_target(target)]
 
