@@ -129,3 +129,31 @@ def test_an_unwritable_memo_is_gone_without(tmp_path: Path) -> None:
     blocker = tmp_path / "memo"
     blocker.write_text("a file where the directory would be", encoding="utf-8")
     assert read_lock(LOCKS[0], blocker) == read_lock(LOCKS[0])
+
+
+@pytest.mark.parametrize("planted", ["world-writable file", "group-writable folder", "other uid"])
+def test_a_memo_someone_else_could_write_is_not_read(tmp_path: Path, planted: str) -> None:
+    """Issue 28: a parsed lock planted in the memo under a genuine lock's key made create use
+    the planted document. A memo is read only when this user owns it and nobody else can write
+    it or its folder; otherwise the YAML is parsed (and the memo written anew)."""
+    import os
+
+    path = LOCKS[0]
+    memo = tmp_path / "memo"
+    genuine = read_lock(path)
+    read_lock(path, memo)
+    kept = memo / key_of(path)
+    doc = json.loads(kept.read_text(encoding="utf-8"))
+    package = doc["package"][0]
+    package["url"] = package["url"].replace("://", "://planted.", 1)
+    kept.write_text(json.dumps(doc), encoding="utf-8")
+    assert read_lock(path, memo) != genuine  # this user's own memo is trusted: it is read
+    if planted == "world-writable file":
+        kept.chmod(0o666)
+    elif planted == "group-writable folder":
+        memo.chmod(0o775)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("giving a file to another uid needs root")
+        os.chown(kept, 1001, 1001)
+    assert read_lock(path, memo) == genuine

@@ -156,10 +156,20 @@ def _parse_yaml(path: Path, text: str) -> dict[Any, Any]:
 
 
 def _recall(kept: Path) -> dict[Any, Any] | None:
+    """The document kept at ``kept``, if this user's own: a memo another user could have
+    written (or could write: group/other write bits, or a directory in that state) is not
+    read, whatever the cache's directory checks say later (issue 28: a planted parsed lock
+    made a genuine lock install a planted sdist)."""
     import json
     import os
+    import stat
+
+    from envfactory.host import owned_privately
 
     try:
+        st, folder = kept.lstat(), kept.parent.stat()
+        if not (stat.S_ISREG(st.st_mode) and owned_privately(st) and owned_privately(folder)):
+            return None
         content = json.loads(kept.read_bytes())
         os.utime(kept)  # recently used: kept longer
     except (OSError, ValueError):
