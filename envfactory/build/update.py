@@ -76,7 +76,7 @@ def update_environment(
     wanted = [p for p in lock.packages if p.platform == target]
     old = _installed(prefix, target, wanted)
     changes = compare(old, LockSide(str(lock_path), {target: tuple(wanted)}, {}))
-    keep = _kept(prefix, wanted, cache.root)
+    keep = _kept(prefix, wanted, cache)
     say(f"updating {prefix}: {len(keep)} conda packages kept, the rest linked from the cache")
 
     def seed(staging: Path) -> None:
@@ -164,7 +164,7 @@ def _installed(prefix: Path, platform: Platform, wanted: Sequence[LockedPackage]
 
 
 def _kept(
-    prefix: Path, wanted: Sequence[LockedPackage], cache_root: Path
+    prefix: Path, wanted: Sequence[LockedPackage], cache: PackageCache
 ) -> list[tuple[Path, dict[str, Any]]]:
     """The old prefix's records of conda packages the lock still holds, byte for byte (same
     file hash), linked from the entry the cache holds for them now (``create``'s post-link
@@ -185,7 +185,9 @@ def _kept(
             continue
         if not pkg.sha256 and rec.get("md5") != pkg.md5:
             continue
-        entry = cache_root / f"{pkg.name}-{pkg.version}-{pkg.build}"
+        if not pkg.sha256:
+            continue  # entries are named by sha256 (an md5-only lock's package: linked anew)
+        entry = cache.entry(pkg.sha256)
         source = rec.get("extracted_package_dir") or (rec.get("link") or {}).get("source")
         if source is None or os.fspath(Path(source)) != os.fspath(entry):
             continue
