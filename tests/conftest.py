@@ -58,6 +58,24 @@ def test_channels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+@pytest.fixture(scope="session")
+def tf114_lock(test_channels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tf114-cuda100 locked for every platform against the test channels (read-only: copy it
+    to edit it), shared by the create and pip-side tests."""
+    from envfactory.build.channels import ChannelMap
+    from envfactory.build.lock import LockRequest, lock_combo
+    from envfactory.catalog.loader import load_catalog
+
+    directory = tmp_path_factory.mktemp("locks") / "tf114-cuda100"
+    req = LockRequest.for_combo(
+        load_catalog().combo("tf114-cuda100"),
+        channel_map=ChannelMap({"defaults": test_channels["defaults"].as_uri()}),
+        pip_index=str(test_channels["wheels"]),
+    )
+    lock_combo(req, directory)
+    return directory / "conda-lock.yml"
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _package_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """No test reads or fills the user's package cache (create's, mirror's): one per session,

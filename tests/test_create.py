@@ -25,18 +25,6 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([ENVFACTORY, *args], cwd=cwd, capture_output=True, text=True, timeout=180)
 
 
-@pytest.fixture(scope="module")
-def tf114_lock(test_channels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("locks") / "tf114-cuda100"
-    req = LockRequest.for_combo(
-        load_catalog().combo("tf114-cuda100"),
-        channel_map=ChannelMap({"defaults": test_channels["defaults"].as_uri()}),
-        pip_index=str(test_channels["wheels"]),
-    )
-    lock_combo(req, directory)
-    return directory / "conda-lock.yml"
-
-
 def leftovers(parent: Path) -> list[str]:
     return sorted(p.name for p in parent.iterdir() if ".envfactory-" in p.name)
 

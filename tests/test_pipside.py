@@ -23,14 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.build.channels import ChannelMap
 from envfactory.build.checks import LockedPackage
 from envfactory.build.create import create_environment
-from envfactory.build.lock import LockRequest, lock_combo
 from envfactory.build.pipcache import PipCache
 from envfactory.build.pkgcache import CacheLocation, PackageCache
 from envfactory.build.verify import verify_environment
-from envfactory.catalog.loader import load_catalog
 from envfactory.errors import ToolError, UserInputError
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
@@ -42,18 +39,6 @@ GAST = LockedPackage(
     "https://files.pythonhosted.org/packages/4e/35/11749bf99b2d4e3cceb4d55ca22590b0d7c2c62b9de38ac4a4a7f4687421/gast-0.2.2.tar.gz",
     sha256="fe939df4583692f0512161ec1c880e0a10e71e6a232da045ab8edd3756fbadf0",
 )
-
-
-@pytest.fixture(scope="module")
-def tf114_lock(test_channels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("locks") / "tf114-cuda100"
-    req = LockRequest.for_combo(
-        load_catalog().combo("tf114-cuda100"),
-        channel_map=ChannelMap({"defaults": test_channels["defaults"].as_uri()}),
-        pip_index=str(test_channels["wheels"]),
-    )
-    lock_combo(req, directory)
-    return directory / "conda-lock.yml"
 
 
 def test_console_scripts_land_in_bin_with_the_environments_shebang(
