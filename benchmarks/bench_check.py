@@ -51,9 +51,9 @@ from channel_builder import (
     defaults_project_packages,
 )
 
-from envfactory.build.channels import ChannelMap
-from envfactory.build.lock import _lock_files, _rendered_inputs, lock_combo, write_lock_set
 from envfactory.project.manifest import load_project, lock_request
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import _lock_files, _rendered_inputs, lock_combo, write_lock_set
 
 LIBYAML_FLOOR = """
 import sys, yaml

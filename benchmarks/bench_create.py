@@ -155,7 +155,10 @@ start = time.perf_counter()
 from envfactory.__main__ import load_cli
 cli = load_cli()  # as the console script does
 imported = time.perf_counter()
-from envfactory.build import create, lockfile, pkgcache, rattler_adapter
+from envfactory.install import create
+from envfactory.lockfile import read as lockfile
+from envfactory.cache import pkgcache
+from envfactory.solve import rattler_adapter
 spent = {}
 def timed(owner, name, label):
     inner = getattr(owner, name)

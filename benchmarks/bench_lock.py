@@ -38,10 +38,10 @@ from channel_builder import (
     defaults_packages,
 )
 
-from envfactory.build.channels import ChannelMap
-from envfactory.build.lock import LockRequest
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import PLATFORMS, Platform
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest
 
 NAMES = 2000
 VERSIONS = 10
@@ -204,8 +204,8 @@ def main() -> None:
 
 SOLVE_ONE = """
 import json, os, sys
-from envfactory.build.channels import ChannelMap
-from envfactory.build.lock import LockRequest, solve_platform
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest, solve_platform
 from envfactory.catalog.loader import load_catalog
 combo, platform, mapping, wheels = sys.argv[1:]
 request = LockRequest.for_combo(

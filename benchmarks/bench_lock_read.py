@@ -108,7 +108,7 @@ def main() -> None:
 
     import yaml  # type: ignore[import-untyped,unused-ignore]
 
-    from envfactory.build.lockfile import read_lock, toposort
+    from envfactory.lockfile.read import read_lock, toposort
     from envfactory.yamlio import check_bounds
 
     print(f"{'shape':6} {'N':>6} {'read_lock':>10} {'yaml load':>10} {'sort':>8} "

@@ -45,10 +45,10 @@ def main() -> int:
     from installer.destinations import SchemeDictionaryDestination
     from installer.sources import WheelFile
 
-    from envfactory.build import pipside
-    from envfactory.build.checks import LockedPackage
-    from envfactory.build.pipcache import sha256_of
-    from envfactory.build.wheelinstall import scheme
+    from envfactory.cache.pipcache import sha256_of
+    from envfactory.cache.wheelinstall import scheme
+    from envfactory.install import pipside
+    from envfactory.lockfile.models import LockedPackage
 
     work = Path(tempfile.mkdtemp(prefix="bench-pip-"))
     try:

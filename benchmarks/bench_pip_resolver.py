@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from envfactory.build.pypi import PipTarget, packages_from_pylock, platform_tags
 from envfactory.catalog.loader import load_catalog
+from envfactory.solve.pypi import PipTarget, packages_from_pylock, platform_tags
 
 TARGETS = [
     ("tf114-cuda100", "tensorflow-gpu==1.14.0", "linux-64", "3.7", "2.17", ["numpy==1.16.4"]),

@@ -40,8 +40,8 @@ from crafted import Crafted, write_crafted
 INSTALL = """
 import sys
 from pathlib import Path
-from envfactory.build.lockfile import read_lock
-from envfactory.build import rattler_adapter
+from envfactory.lockfile.read import read_lock
+from envfactory.solve import rattler_adapter
 lock, prefix, cache, names = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4:]
 packages = [p for p in read_lock(lock).packages if p.platform == "linux-64"
             and p.manager == "conda" and (not names or p.name in names)]

@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-from envfactory.build.checks import LockedPackage
-from envfactory.build.pypi import PipTarget, lock_target
-from envfactory.build.render import environment_spec
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import Combo, Platform
 from envfactory.errors import ToolError
+from envfactory.lockfile.models import LockedPackage
+from envfactory.render.environment import environment_spec
+from envfactory.solve.pypi import PipTarget, lock_target
 
 # TF line -> upload day of the first wheel of the next line released after it (PyPI simple API)
 ERA = {

@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from envfactory.build.pypi import PipTarget, lock_target
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import Combo
+from envfactory.solve.pypi import PipTarget, lock_target
 
 PIP_ROUTES = ("conda-cuda+pip", "pip-and-cuda")
 PROBE = (

@@ -671,9 +671,9 @@ def example_channel_packages(conda_forge: Path, scratch: Path) -> list[StubPacka
     """The stubs of exactly what ``envfactory lock tf210-cuda112 --platform linux-64`` takes
     from ``conda_forge`` (the test channel of ``conda_forge_packages``): real conda-forge
     records (``conda_forge_records``: names, versions, builds, depends), tiny payloads."""
-    from envfactory.build.channels import load_channel_map
-    from envfactory.build.lock import LockRequest, lock_combo
     from envfactory.catalog.loader import load_catalog
+    from envfactory.solve.channels import load_channel_map
+    from envfactory.solve.lock import LockRequest, lock_combo
 
     request = LockRequest.for_combo(
         load_catalog().combo(EXAMPLE_COMBO),

@@ -62,9 +62,9 @@ def test_channels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def tf114_lock(test_channels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tf114-cuda100 locked for every platform against the test channels (read-only: copy it
     to edit it), shared by the create and pip-side tests."""
-    from envfactory.build.channels import ChannelMap
-    from envfactory.build.lock import LockRequest, lock_combo
     from envfactory.catalog.loader import load_catalog
+    from envfactory.solve.channels import ChannelMap
+    from envfactory.solve.lock import LockRequest, lock_combo
 
     directory = tmp_path_factory.mktemp("locks") / "tf114-cuda100"
     req = LockRequest.for_combo(

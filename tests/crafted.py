@@ -126,8 +126,8 @@ def write_lock(
 ) -> Path:
     """A conda-lock.yml (conda-lock's writer) naming each archive by its file:// URL with its
     real sha256 and md5."""
-    from envfactory.build.checks import LockedPackage
-    from envfactory.build.condalock_adapter import render_lock
+    from envfactory.lockfile.condalock_adapter import render_lock
+    from envfactory.lockfile.models import LockedPackage
 
     packages = []
     for path, pkg in archives.items():

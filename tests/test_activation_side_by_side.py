@@ -27,11 +27,11 @@ from envfactory.activation.plan import (
     plan_relpath,
     script_relpath,
 )
-from envfactory.build.channels import ChannelMap
-from envfactory.build.create import create_environment
-from envfactory.build.lock import LockRequest, lock_combo
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import Combo, Platform
+from envfactory.install.create import create_environment
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest, lock_combo
 
 PLATFORM: Platform = "linux-64"
 TF1, TF2 = "tf114-cuda100", "tf210-cuda112"

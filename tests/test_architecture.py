@@ -1,12 +1,19 @@
-"""The package layout is the pipeline: no module imports one above its layer.
+"""The package layout is the pipeline: one subpackage per stage, no module imports one of a later
+stage, no import cycle, no stage holds more than a quarter of the code.
 
-Layers, bottom to top (a module may import its own layer and the ones below):
-0. the ground: errors, fsio, yamlio, progress, the package itself
+Stages, bottom to top (a module may import its own stage and the ones below):
+0. the ground: errors, fsio, yamlio, progress, untrusted text, the host adapter, network settings,
+   the files envfactory writes itself, compiled data, the package itself
 1. catalog: the typed facts and their loader
-2. the activation plan, shell quoting, and the Jinja setup (its filters are the shell quoting)
-3. build: render -> checks -> lock -> create / verify / mirror, and their tool adapters
-4. consumers of built environments: project manifests, kernels, diagnose
-5. cli: parses and prints, nothing imports it
+2. activation: the activation plan, its core, shell quoting, and the Jinja setup
+3. render: a combo into environment files
+4. lockfile: the lock format, read, modelled and written
+5. cache: the shared package cache (conda archives and pip wheels)
+6. solve: lock requests, the solvers and the post-solve checks
+7. install: create, update, verify, mirror, the pip side, kernels
+8. project: envfactory.yaml manifests and target environments
+9. diagnose: doctor, compat, explain, audit
+10. cli: parses and prints, nothing imports it
 Imports inside functions (lazy imports) count too.
 """
 
@@ -21,30 +28,39 @@ PACKAGE = Path(__file__).resolve().parent.parent / "envfactory"
 
 LAYERS: dict[str, int] = {
     "envfactory": 0,
-    "envfactory.__main__": 5,
+    "envfactory.__main__": 10,
     "envfactory.errors": 0,
     "envfactory.fsio": 0,
     "envfactory.yamlio": 0,
     "envfactory.progress": 0,
-    "envfactory.templating": 2,
+    "envfactory.untrusted": 0,
+    "envfactory.host": 0,
+    "envfactory.netconfig": 0,
+    "envfactory.ownfiles": 0,
+    "envfactory.compiled": 0,
     "envfactory.catalog": 1,
     "envfactory.activation": 2,
-    "envfactory.activation.kernel": 4,
-    "envfactory.build": 3,
-    "envfactory.project": 4,
-    "envfactory.diagnose": 4,
-    "envfactory.cli": 5,
+    "envfactory.render": 3,
+    "envfactory.lockfile": 4,
+    "envfactory.cache": 5,
+    "envfactory.solve": 6,
+    "envfactory.install": 7,
+    "envfactory.project": 8,
+    "envfactory.diagnose": 9,
+    "envfactory.cli": 10,
 }
 
 
+def stage_of(module: str) -> str:
+    """The stage a module belongs to: ``envfactory.<stage>`` (a subpackage or a ground module)."""
+    return ".".join(module.split(".")[:2])
+
+
 def layer_of(module: str) -> int:
-    """The layer of the longest prefix of ``module`` named in LAYERS."""
-    parts = module.split(".")
-    for end in range(len(parts), 0, -1):
-        name = ".".join(parts[:end])
-        if name in LAYERS:
-            return LAYERS[name]
-    raise KeyError(module)
+    """The layer of the stage ``module`` belongs to; KeyError for a module of no known stage."""
+    if module == "envfactory.__version__":  # defined by the package itself
+        return 0
+    return LAYERS[stage_of(module)]
 
 
 def module_name(path: Path) -> str:
@@ -99,3 +115,103 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     bad.write_text("def f():\n    from envfactory.cli import app\n", encoding="utf-8")
     assert [(line, t) for line, t in imports_of(bad)] == [(2, "envfactory.cli")]
     assert layer_of("envfactory.cli") > layer_of("envfactory.catalog.loader")
+
+
+def test_a_new_top_level_module_has_no_layer_until_placed() -> None:
+    """A module dropped next to the ground modules is not placed by default."""
+    with pytest.raises(KeyError):
+        layer_of("envfactory.newthing")
+    assert layer_of("envfactory.install.create") == LAYERS["envfactory.install"]
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Each module of the package and the modules of the package it imports (lazy ones too)."""
+    names = {module_name(path) for path in MODULES}
+    graph: dict[str, set[str]] = {}
+    for path in MODULES:
+        targets = set()
+        for _, target in imports_of(path):
+            # "from envfactory.x import name" names a module or a name defined in one
+            targets.add(target if target in names else target.rpartition(".")[0])
+        graph[module_name(path)] = {t for t in targets if t in names} - {module_name(path)}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_between_modules() -> None:
+    assert cycles(module_graph()) == []
+
+
+def test_the_cycle_finder_sees_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_no_stage_holds_more_than_a_quarter_of_the_code() -> None:
+    lines: dict[str, int] = {}
+    for path in MODULES:
+        stage = stage_of(module_name(path))
+        lines[stage] = lines.get(stage, 0) + len(path.read_text(encoding="utf-8").splitlines())
+    total = sum(lines.values())
+    heavy = {stage: f"{n / total:.0%}" for stage, n in lines.items() if n > total * 0.25}
+    assert heavy == {}
+
+
+def test_no_folder_is_named_build() -> None:
+    """Python tooling treats a folder named build as output: none holds the package's code."""
+    assert [p for p in PACKAGE.rglob("build") if p.is_dir()] == []
+
+
+def test_only_the_lockfile_stage_imports_conda_lock() -> None:
+    outside = []
+    for path in MODULES:
+        if module_name(path).startswith("envfactory.lockfile"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            outside += [
+                f"{module_name(path)}:{node.lineno}"
+                for n in names
+                if n.split(".")[0] == "conda_lock"
+            ]
+    assert outside == []

@@ -85,7 +85,7 @@ def test_a_command_imports_only_what_it_uses(
 
 
 def test_create_imports_no_conda_lock_renderer_or_progress_bar(tmp_path: Path) -> None:
-    """``create`` reads the lock without conda-lock (build/lockfile.py), needs no template,
+    """``create`` reads the lock without conda-lock (lockfile/read.py), needs no template,
     catalog or project reader when the lock names no combo and there is no envfactory.yaml,
     no packaging without wheels, and no rich progress bar when stderr is not a terminal
     (issue 11: a warm create against rattler's own install of the same records)."""
@@ -94,11 +94,12 @@ def test_create_imports_no_conda_lock_renderer_or_progress_bar(tmp_path: Path) -
     code, loaded = modules_of(*args, cwd=tmp_path)
     assert code == 0
     assert (tmp_path / "env" / "lib" / "p1" / "a.txt").read_bytes() == b"a\n"
-    assert "rattler" in loaded and "envfactory.build.create" in loaded
+    assert "rattler" in loaded and "envfactory.install.create" in loaded
     unused = {
         "conda_lock", "pydantic", "jinja2", "ruamel", "rich.progress", "packaging",
-        "importlib.metadata", "envfactory.build.render", "envfactory.build.lock",
-        "envfactory.project.manifest", "envfactory.catalog.loader", "envfactory.templating",
+        "importlib.metadata", "envfactory.render.environment", "envfactory.solve.lock",
+        "envfactory.project.manifest", "envfactory.catalog.loader",
+        "envfactory.activation.templating",
     }  # fmt: skip
     assert not loaded & unused
 

@@ -13,13 +13,15 @@ from pathlib import Path
 import pytest
 
 import envfactory
-from envfactory.build.channels import ChannelMap
-from envfactory.build.checks import LockedPackage, check_solution, refuse
-from envfactory.build.lock import LockRequest, check_lock, lock_combo, solve_platform
-from envfactory.build.rattler_adapter import matches
-from envfactory.build.render import environment_spec
 from envfactory.catalog.loader import load_catalog, load_catalog_from
 from envfactory.errors import CatalogError, ToolError
+from envfactory.lockfile.models import LockedPackage
+from envfactory.render.environment import environment_spec
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.checks import check_solution, refuse
+from envfactory.solve.lock import LockRequest, lock_combo, solve_platform
+from envfactory.solve.lockreview import check_lock
+from envfactory.solve.rattler_adapter import matches
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 
@@ -155,8 +157,8 @@ def test_conda_lock_is_imported_only_for_the_writer(
     """Issue 11: solving and the pip resolution run before conda_lock is imported (0.5 s)."""
     script = f"""
 import sys
-from envfactory.build.channels import ChannelMap
-from envfactory.build.lock import LockRequest, lock_combo
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest, lock_combo
 from envfactory.catalog.loader import load_catalog
 seen = []
 def progress(message):

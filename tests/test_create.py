@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.build.channels import ChannelMap
-from envfactory.build.create import create_environment
-from envfactory.build.lock import LockRequest, check_lock, lock_combo
-from envfactory.build.verify import verify_environment
 from envfactory.catalog.loader import load_catalog
 from envfactory.errors import ToolError, UserInputError
+from envfactory.install.create import create_environment
+from envfactory.install.verify import verify_environment
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest, lock_combo
+from envfactory.solve.lockreview import check_lock
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 CONDA_LOCK = str(Path(sys.executable).parent / "conda-lock")
@@ -69,7 +70,7 @@ def test_a_tampered_package_fails_and_leaves_nothing(
     prefix = tmp_path / "envs" / "broken"
     # a cache of its own: the session's may hold the genuine archive's entry already (entries
     # are found by the lock's sha256), and then the mirror's file is rightly never read
-    from envfactory.build.pkgcache import CacheLocation, PackageCache
+    from envfactory.cache.pkgcache import CacheLocation, PackageCache
 
     cache = PackageCache(CacheLocation(tmp_path / "cache"))
     with pytest.raises(ToolError) as info:

@@ -27,16 +27,7 @@ from pathlib import Path
 import pytest
 from crafted import Crafted, crafted_lock, write_crafted, write_lock
 
-from envfactory.build.checks import LockedPackage
-from envfactory.build.create import (
-    Linked,
-    _file_inodes,
-    _to_the_end,
-    check_installed,
-    check_pip_packages,
-    create_environment,
-)
-from envfactory.build.pkgcache import (
+from envfactory.cache.pkgcache import (
     STAGING,
     CacheLocation,
     EntrySummary,
@@ -46,8 +37,17 @@ from envfactory.build.pkgcache import (
     interrupts_deferred,
     read_summary,
 )
-from envfactory.build.verify import verify_environment
 from envfactory.errors import ToolError, UserInputError
+from envfactory.install.create import (
+    Linked,
+    _file_inodes,
+    _to_the_end,
+    check_installed,
+    check_pip_packages,
+    create_environment,
+)
+from envfactory.install.verify import verify_environment
+from envfactory.lockfile.models import LockedPackage
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 
@@ -859,7 +859,7 @@ def test_processes_started_while_interrupts_are_deferred_start_with_them_blocked
     assert not wanted & set(json.loads(mask_of(probe)[0]))
     worker = mask_of(
         "import os, signal\n"
-        "from envfactory.build.pkgcache import _worker_init\n"
+        "from envfactory.cache.pkgcache import _worker_init\n"
         "_worker_init(os.getppid())\n"
         f"print({blocked})\n"
         "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n",
@@ -887,7 +887,7 @@ def test_a_staging_directory_interrupted_while_it_is_made_is_removed(
 
 ORPHAN = """
 import os, subprocess, sys
-import envfactory.build.orphaned as orphaned
+import envfactory.cache.orphaned as orphaned
 assert sys.excepthook is orphaned._hook
 if sys.argv[1] == "gone":
     done = subprocess.Popen(["true"])
@@ -909,7 +909,7 @@ raise {error}("pipe closed")
 def test_a_worker_of_a_killed_create_ends_without_a_traceback(
     owner: str, error: str, printed: bool
 ) -> None:
-    """The forkserver's hook (envfactory.build.orphaned): a closed pipe once the create is gone
+    """The forkserver's hook (envfactory.cache.orphaned): a closed pipe once the create is gone
     is not worth a traceback in the terminal; anything else, or while the create lives, is."""
     proc = subprocess.run(
         [sys.executable, "-c", ORPHAN.format(error=error), owner],

@@ -23,12 +23,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envfactory import untrusted
-from envfactory.build.channels import ChannelMap
-from envfactory.build.condalock_adapter import read_lock
-from envfactory.build.lock import LockRequest, lock_combo
 from envfactory.catalog.loader import load_catalog
 from envfactory.errors import UserInputError
+from envfactory.lockfile.condalock_adapter import read_lock
 from envfactory.project.manifest import load_project
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest, lock_combo
 
 # ENVFACTORY_FUZZ_EXAMPLES=N: N random (not derandomized) examples per test, for a longer hunt.
 _LONG = int(os.environ.get("ENVFACTORY_FUZZ_EXAMPLES", "0"))

@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 from crafted import Crafted, crafted_lock, write_crafted, write_lock
 
-from envfactory.build.create import create_environment
-from envfactory.build.pkgcache import CacheLocation, PackageCache
-from envfactory.build.verify import verify_environment
+from envfactory.cache.pkgcache import CacheLocation, PackageCache
 from envfactory.errors import EnvfactoryError, ToolError
+from envfactory.install.create import create_environment
+from envfactory.install.verify import verify_environment
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 CRASHPOINT = Path(__file__).parent / "crashpoint"

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.build.channels import ChannelMap
-from envfactory.build.condalock_adapter import read_lock
-from envfactory.build.lock import LockRequest, lock_combo
 from envfactory.catalog.loader import load_catalog
 from envfactory.errors import UserInputError
+from envfactory.lockfile.condalock_adapter import read_lock
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest, lock_combo
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 FIXTURES = Path(__file__).parent / "data" / "real-envs"

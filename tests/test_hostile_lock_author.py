@@ -29,12 +29,12 @@ from typing import Any
 import pytest
 
 from envfactory.activation.plan import ActivationPlan, plan_for, recorded_plan_problem
-from envfactory.build.channels import ChannelMap
-from envfactory.build.lock import LockRequest, lock_combo
-from envfactory.build.lockfile import read_lock, toposort
-from envfactory.build.lockmeta import file_digest, package_block
 from envfactory.catalog.loader import load_catalog
 from envfactory.errors import UserInputError
+from envfactory.lockfile.read import read_lock, toposort
+from envfactory.lockfile.record import file_digest, package_block
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest, lock_combo
 from envfactory.untrusted import redact, redact_url, safe_text, terminal_text, url_problem
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
@@ -412,7 +412,7 @@ def test_url_problem_decodes_before_judging() -> None:
 def toposort_steps(n: int) -> int:
     """Lines of lockfile.py run (``sys.settrace``'s line events, a count of the work done in
     Python) while sorting a chain of ``n`` packages, each needing the next."""
-    import envfactory.build.lockfile as lockfile
+    import envfactory.lockfile.read as lockfile
 
     names = [f"p{i:06d}" for i in range(n)]
     graph = {names[i]: {names[i + 1]} if i + 1 < n else set() for i in range(n)}

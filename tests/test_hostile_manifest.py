@@ -163,7 +163,7 @@ def test_the_yaml_filter_never_writes_a_line_break_or_mapping_bare(text: str) ->
     (its pattern was ``^...$`` with ``match``); whatever it writes reads back as the string."""
     from ruamel.yaml import YAML
 
-    from envfactory.templating import yaml_str
+    from envfactory.activation.templating import yaml_str
 
     written = yaml_str(text)
     assert "\n" not in written
@@ -182,7 +182,7 @@ def test_the_yaml_filter_never_writes_a_line_break_or_mapping_bare(text: str) ->
 def test_a_hostile_channel_map_in_envfactory_toml_is_refused(
     tmp_path: Path, entry: str, expected: str
 ) -> None:
-    from envfactory.build.channels import load_channel_map
+    from envfactory.solve.channels import load_channel_map
 
     path = tmp_path / "envfactory.toml"
     path.write_text(f"[channels]\n{entry}\n", encoding="utf-8")
@@ -192,7 +192,7 @@ def test_a_hostile_channel_map_in_envfactory_toml_is_refused(
 
 
 def test_a_local_directory_with_spaces_is_still_a_channel(tmp_path: Path) -> None:
-    from envfactory.build.channels import load_channel_map
+    from envfactory.solve.channels import load_channel_map
 
     path = tmp_path / "envfactory.toml"
     path.write_text('[channels]\ndefaults = "my mirror/main"\n', encoding="utf-8")

@@ -12,9 +12,9 @@ from string import Template
 
 import pytest
 
-from envfactory.activation.kernel import install_kernel
-from envfactory.build.create import create_environment
 from envfactory.errors import UserInputError
+from envfactory.install.create import create_environment
+from envfactory.install.kernel import install_kernel
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 
@@ -103,9 +103,9 @@ def test_kernel_env_equals_what_activation_gives(project: Path, tmp_path: Path) 
 
 
 def test_target_env_and_a_win64_layout(test_channels: dict[str, Path], tmp_path: Path) -> None:
-    from envfactory.build.channels import ChannelMap
-    from envfactory.build.lock import LockRequest, lock_combo
     from envfactory.catalog.loader import load_catalog
+    from envfactory.solve.channels import ChannelMap
+    from envfactory.solve.lock import LockRequest, lock_combo
 
     request = LockRequest.for_combo(
         load_catalog().combo("tf114-cuda100"),

@@ -14,13 +14,15 @@ from pathlib import Path
 import pytest
 
 import envfactory
-from envfactory.build.channels import ChannelMap, load_channel_map
-from envfactory.build.checks import LockedPackage, check_solution
-from envfactory.build.lock import LockRequest, check_lock, lock_combo, solve_platform
-from envfactory.build.rattler_adapter import matches
 from envfactory.catalog.loader import load_catalog, load_catalog_from
 from envfactory.catalog.model import Platform
 from envfactory.errors import ToolError, UserInputError
+from envfactory.lockfile.models import LockedPackage
+from envfactory.solve.channels import ChannelMap, load_channel_map
+from envfactory.solve.checks import check_solution
+from envfactory.solve.lock import LockRequest, lock_combo, solve_platform
+from envfactory.solve.lockreview import check_lock
+from envfactory.solve.rattler_adapter import matches
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 CONDA_LOCK = str(Path(sys.executable).parent / "conda-lock")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.build.condalock_adapter import read_lock
 from envfactory.catalog.loader import load_catalog
+from envfactory.lockfile.condalock_adapter import read_lock
 
 ENVFACTORY = shutil.which("envfactory", path=str(Path(sys.executable).parent))
 SHIM = Path(__file__).parent / "tools" / "conda_shim.py"

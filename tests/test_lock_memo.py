@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.build import lockfile
-from envfactory.build.lockfile import MEMO_FORMAT, load_document, read_lock
 from envfactory.errors import UserInputError
+from envfactory.lockfile import read as lockfile
+from envfactory.lockfile.read import MEMO_FORMAT, load_document, read_lock
 
 DATA = Path(__file__).parent / "data"
 LOCKS = sorted((DATA / "real-envs").glob("*.conda-lock.yml")) + sorted(
@@ -44,7 +44,7 @@ def test_a_kept_lock_reads_as_its_yaml_reads(path: Path, tmp_path: Path) -> None
 def test_a_hit_imports_no_yaml_parser(tmp_path: Path) -> None:
     path = LOCKS[0]
     script = (
-        "import sys; from pathlib import Path; from envfactory.build.lockfile import read_lock; "
+        "import sys; from pathlib import Path; from envfactory.lockfile.read import read_lock; "
         f"read_lock(Path({str(path)!r}), Path({str(tmp_path)!r})); print('yaml' in sys.modules)"
     )
     runs = [

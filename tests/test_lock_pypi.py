@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.build.checks import LockedPackage
-from envfactory.build.pypi import PipTarget, lock_requirements, packages_from_pylock, uv_platform
 from envfactory.catalog.loader import load_catalog
 from envfactory.errors import ToolError
+from envfactory.lockfile.models import LockedPackage
+from envfactory.solve.pypi import PipTarget, lock_requirements, packages_from_pylock, uv_platform
 
 DATA = Path(__file__).parent / "data" / "pypi"
 

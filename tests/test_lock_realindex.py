@@ -19,13 +19,13 @@ import pytest
 from channel_builder import StubPackage, build_channel
 from packaging.specifiers import SpecifierSet
 
-from envfactory.build.channels import ChannelMap
-from envfactory.build.checks import LockedPackage
-from envfactory.build.lock import LockRequest, lock_combo
-from envfactory.build.pypi import PipTarget, lock_target
-from envfactory.build.render import environment_spec
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import Combo, Platform
+from envfactory.lockfile.models import LockedPackage
+from envfactory.render.environment import environment_spec
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest, lock_combo
+from envfactory.solve.pypi import PipTarget, lock_target
 
 PIP_ROUTES = ("conda-cuda+pip", "pip-and-cuda")
 

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.build.channels import ChannelMap
-from envfactory.build.lock import LOCK_FILE, LockRequest, check_lock, lock_combo, write_lock_set
-from envfactory.build.lockmeta import file_digest, read_lock_header
 from envfactory.catalog.loader import load_catalog
 from envfactory.errors import UserInputError
+from envfactory.lockfile.record import file_digest, read_lock_header
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LOCK_FILE, LockRequest, lock_combo, write_lock_set
+from envfactory.solve.lockreview import check_lock
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 OLD_LOCK = Path(__file__).parent / "data" / "locks" / "envfactory-0.1-tf114-cuda100.conda-lock.yml"
@@ -144,7 +145,7 @@ def test_crlf_line_endings_of_a_checkout_are_not_a_change(
 WRITER = """
 import sys
 from pathlib import Path
-from envfactory.build.lock import write_lock_set
+from envfactory.solve.lock import write_lock_set
 target, *sources = map(Path, sys.argv[1:])
 sets = []
 for source in sources:

@@ -1,4 +1,4 @@
-"""The lock reader (build/lockfile.py) against conda-lock's own reader, field by field.
+"""The lock reader (lockfile/read.py) against conda-lock's own reader, field by field.
 
 conda-lock's models write every lock; envfactory reads locks back without importing conda-lock
 (issue 11: its import and pydantic validation were most of a warm ``create``). The reference
@@ -23,9 +23,9 @@ import yaml  # type: ignore[import-untyped,unused-ignore]
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envfactory.build.channels import ChannelMap
-from envfactory.build.lock import LockRequest, lock_combo
-from envfactory.build.lockfile import (
+from envfactory.catalog.loader import load_catalog
+from envfactory.errors import UserInputError
+from envfactory.lockfile.read import (
     Dependency,
     Document,
     LockContents,
@@ -35,8 +35,8 @@ from envfactory.build.lockfile import (
     read_lock,
     toposort,
 )
-from envfactory.catalog.loader import load_catalog
-from envfactory.errors import UserInputError
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest, lock_combo
 
 DATA = Path(__file__).parent / "data"
 REAL_LOCKS = sorted((DATA / "real-envs").glob("*.conda-lock.yml"))

@@ -1,4 +1,4 @@
-"""The lock's record (envfactory/build/lockmeta.py): one typed value, written and read in one
+"""The lock's record (envfactory/lockfile/record.py): one typed value, written and read in one
 place, round-trip exact, and locks written by envfactory 0.1 still readable and creatable.
 
 tests/data/locks/envfactory-0.1-tf114-cuda100.conda-lock.yml was written by envfactory 0.1.0
@@ -18,11 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from envfactory.build.channels import ChannelMap
-from envfactory.build.create import create_environment
-from envfactory.build.lockmeta import METADATA_VERSION, LockMetadata
-from envfactory.build.verify import verify_environment
 from envfactory.errors import UserInputError
+from envfactory.install.create import create_environment
+from envfactory.install.verify import verify_environment
+from envfactory.lockfile.record import METADATA_VERSION, LockMetadata
+from envfactory.solve.channels import ChannelMap
 
 OLD_LOCK = Path(__file__).parent / "data" / "locks" / "envfactory-0.1-tf114-cuda100.conda-lock.yml"
 
@@ -148,8 +148,8 @@ def test_a_lock_of_envfactory_0_1_still_creates(
 def tf114_lock_dir(
     test_channels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
-    from envfactory.build.lock import LockRequest, lock_combo
     from envfactory.catalog.loader import load_catalog
+    from envfactory.solve.lock import LockRequest, lock_combo
 
     request = LockRequest.for_combo(
         load_catalog().combo("tf114-cuda100"),
@@ -177,7 +177,7 @@ def test_a_lock_for_a_combo_the_catalog_no_longer_has_still_creates_with_activat
 ) -> None:
     """The combo renamed away (as a later envfactory might): create installs the activation
     files the lock recorded, and kernel reads the plan create installed."""
-    from envfactory.activation.kernel import kernel_env, read_facts
+    from envfactory.install.kernel import kernel_env, read_facts
 
     text = (tf114_lock_dir / "conda-lock.yml").read_text(encoding="utf-8")
     assert "envfactory.combo: tf114-cuda100" in text

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.build.channels import ChannelMap
-from envfactory.build.checks import LockedPackage
-from envfactory.build.lock import LockRequest, lock_combo
-from envfactory.build.mirror import fetch_verified, mirror_lock
 from envfactory.catalog.loader import load_catalog
 from envfactory.errors import ToolError
+from envfactory.install.mirror import fetch_verified, mirror_lock
+from envfactory.lockfile.models import LockedPackage
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest, lock_combo
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 
@@ -275,7 +275,7 @@ def test_subdirs_from_the_lock_must_be_platform_names(tmp_path: Path) -> None:
     # refused by the lock reader ('..' segment) or, past it, by mirror's subdir check
     with pytest.raises(UserInputError, match=r"'\.\.' path segment|subdir '\.\.'"):
         mirror_lock(lock, mirror)
-    from envfactory.build.mirror import relative_path
+    from envfactory.install.mirror import relative_path
 
     bad = LockedPackage(
         manager="conda", name="good", version="1.0", platform="linux-64",
@@ -292,8 +292,8 @@ def test_subdirs_from_the_lock_must_be_platform_names(tmp_path: Path) -> None:
     [("linux-64", "a 1.tar.bz2"), ("linux-64", "notes.txt"), ("etc", "a-1-0.tar.bz2")],
 )
 def test_file_names_from_the_lock_are_plain(subdir: str, filename: str) -> None:
-    from envfactory.build.mirror import relative_path
     from envfactory.errors import UserInputError
+    from envfactory.install.mirror import relative_path
 
     pkg = LockedPackage(
         manager="conda", name="a", version="1", platform="linux-64",
@@ -328,9 +328,9 @@ def test_mirror_and_create_share_the_package_cache(http_server: Server, tmp_path
     a second mirror copies them from the cache."""
     from crafted import Crafted, write_crafted, write_lock
 
-    from envfactory.build.create import create_environment
-    from envfactory.build.pkgcache import CacheLocation, PackageCache
-    from envfactory.build.verify import verify_environment
+    from envfactory.cache.pkgcache import CacheLocation, PackageCache
+    from envfactory.install.create import create_environment
+    from envfactory.install.verify import verify_environment
 
     pkgs = [Crafted(f"s{i}", files={f"share/s{i}.txt": f"{i}\n".encode()}) for i in range(3)]
     archives = {write_crafted(http_server.root / "c", p): p for p in pkgs}

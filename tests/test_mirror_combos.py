@@ -24,14 +24,14 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.build.channels import ChannelMap
-from envfactory.build.lock import LockRequest, lock_combo
-from envfactory.build.lockfile import read_lock
-from envfactory.build.mirror import mirror_lock
-from envfactory.build.pkgcache import CacheLocation, PackageCache
-from envfactory.build.verify import verify_environment
+from envfactory.cache.pkgcache import CacheLocation, PackageCache
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.platforms import Platform
+from envfactory.install.mirror import mirror_lock
+from envfactory.install.verify import verify_environment
+from envfactory.lockfile.read import read_lock
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest, lock_combo
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 LOCKABLE: list[tuple[str, Platform]] = [

@@ -1,4 +1,4 @@
-"""The user's network settings reach the downloads (build/netconfig.py), over real HTTP(S) on
+"""The user's network settings reach the downloads (netconfig.py), over real HTTP(S) on
 127.0.0.1: pip's ``proxy``, ``cert`` and ``trusted-host`` (pip.conf or ``PIP_*``) for the pip
 files of ``create``; ``.condarc``'s ``proxy_servers`` and ``ssl_verify`` for channel archives.
 The proxy is a real forward proxy (absolute-form requests, RFC 9112 3.2.2); the HTTPS origin
@@ -19,10 +19,10 @@ from typing import NamedTuple
 
 import pytest
 
-from envfactory.build.checks import LockedPackage
-from envfactory.build.pipcache import PipCache
-from envfactory.build.pkgcache import CacheLocation, PackageCache
+from envfactory.cache.pipcache import PipCache
+from envfactory.cache.pkgcache import CacheLocation, PackageCache
 from envfactory.errors import EnvfactoryError
+from envfactory.lockfile.models import LockedPackage
 
 PAYLOAD = b"not really a wheel, but the lock's sha256 says what it is\n"
 SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -246,7 +246,7 @@ def test_lock_uses_the_users_private_index_and_writes_no_login(
 
     from channel_builder import write_wheel
 
-    from envfactory.build.pypi import lock_requirements
+    from envfactory.solve.pypi import lock_requirements
 
     wheel = write_wheel(
         tmp_path / "files", "envf-private-probe", "1.0",

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.build.checks import LockedPackage
-from envfactory.build.create import create_environment
-from envfactory.build.pipcache import PipCache
-from envfactory.build.pkgcache import CacheLocation, PackageCache
-from envfactory.build.verify import verify_environment
+from envfactory.cache.pipcache import PipCache
+from envfactory.cache.pkgcache import CacheLocation, PackageCache
 from envfactory.errors import ToolError, UserInputError
+from envfactory.install.create import create_environment
+from envfactory.install.verify import verify_environment
+from envfactory.lockfile.models import LockedPackage
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 GAST = LockedPackage(
@@ -213,7 +213,7 @@ def _locked(path: Path, name: str, version: str) -> LockedPackage:
 
 
 def test_a_wheel_whose_metadata_is_not_the_locked_package_is_refused(tmp_path: Path) -> None:
-    from envfactory.build import pipside
+    from envfactory.install import pipside
 
     # the file name and the lock say 2.0; the wheel inside is evil 1.0
     wheel = _wheel(tmp_path, "evil", "1.0", "evil-2.0-py3-none-any.whl")
@@ -227,7 +227,7 @@ def test_a_wheel_whose_metadata_is_not_the_locked_package_is_refused(tmp_path: P
 def test_a_wheel_member_outside_its_scheme_is_refused_before_anything_is_written(
     tmp_path: Path,
 ) -> None:
-    from envfactory.build import pipside
+    from envfactory.install import pipside
 
     for n, member in enumerate(("../../../../outside.py", "x.data/purelib/../../../../o.py")):
         wheel = _wheel(tmp_path, "x", f"1.{n}", f"x-1.{n}-py3-none-any.whl", member=member)
@@ -239,7 +239,7 @@ def test_a_wheel_member_outside_its_scheme_is_refused_before_anything_is_written
 def test_a_wheel_never_writes_over_a_file_the_conda_side_installed(tmp_path: Path) -> None:
     """installer opens a target for writing; over a conda package's hard link that would edit
     the package cache and every environment linked from it."""
-    from envfactory.build import pipside
+    from envfactory.install import pipside
 
     wheel = _wheel(tmp_path, "clash", "1.0", "clash-1.0-py3-none-any.whl")
     prepared = pipside.prepare(
@@ -272,7 +272,7 @@ def _sdist(folder: Path, name: str, setup: str) -> Path:
 
 
 def test_an_unvetted_sdist_runs_no_code_without_allow_build(tmp_path: Path) -> None:
-    from envfactory.build import pipside
+    from envfactory.install import pipside
 
     ran = tmp_path / "setup-py-ran"
     setup = f"open({str(ran)!r}, 'w').write('ran')\nfrom setuptools import setup\nsetup()\n"
@@ -286,7 +286,7 @@ def test_an_unvetted_sdist_runs_no_code_without_allow_build(tmp_path: Path) -> N
 
 
 def test_a_vetted_sdist_is_vetted_by_its_hash_not_its_name(tmp_path: Path) -> None:
-    from envfactory.build import sdistbuild
+    from envfactory.install import sdistbuild
 
     assert sdistbuild.is_vetted(GAST)
     assert not sdistbuild.is_vetted(GAST._replace(sha256="0" * 64))
@@ -299,7 +299,7 @@ def test_a_vetted_sdist_is_vetted_by_its_hash_not_its_name(tmp_path: Path) -> No
 def pypi_files(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A package cache holding the real gast 0.2.2 sdist and the pinned setuptools wheel,
     downloaded once into pytest's cache (network) and copied for this module."""
-    from envfactory.build import sdistbuild
+    from envfactory.install import sdistbuild
 
     keep = request.config.cache
     folder = Path(keep.mkdir("pypi-sdists")) if keep else tmp_path_factory.mktemp("pypi")
@@ -313,7 +313,7 @@ def pypi_files(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
 
 @pytest.mark.network
 def test_a_vetted_sdist_builds_offline_and_once(pypi_files: Path, tmp_path: Path) -> None:
-    from envfactory.build import pipside
+    from envfactory.install import pipside
 
     messages: list[str] = []
     first = pipside.prepare([GAST], pypi_files, platform="linux-64", say=messages.append)
@@ -334,7 +334,7 @@ def test_a_vetted_sdist_builds_offline_and_once(pypi_files: Path, tmp_path: Path
 def test_an_allowed_sdist_builds_with_no_network_in_a_private_directory(
     pypi_files: Path, tmp_path: Path
 ) -> None:
-    from envfactory.build import pipside
+    from envfactory.install import pipside
 
     # the build records what it saw: network interfaces, HOME
     setup = (
@@ -371,7 +371,7 @@ def test_mirror_with_an_sdist_then_create_with_the_network_off(
     """tf114-cuda100's real pip side locks gast 0.2.2 as an sdist (it has no wheel): mirror
     carries it and the build backend in a PEP 503 index; create then runs in a network
     namespace of its own (no network at all), with an empty package cache, from DIR alone."""
-    from envfactory.build.mirror import mirror_lock
+    from envfactory.install.mirror import mirror_lock
 
     text = tf114_lock.read_text()
     stub = next(line.split("url: ", 1)[1] for line in text.splitlines() if "gast-0.2.2" in line)

@@ -17,9 +17,7 @@ from crafted import Crafted, crafted_lock, write_crafted, write_lock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envfactory.build.checks import LockedPackage
-from envfactory.build.create import create_environment
-from envfactory.build.pkgcache import (
+from envfactory.cache.pkgcache import (
     MARKER,
     MEMO,
     STAGING,
@@ -40,8 +38,10 @@ from envfactory.build.pkgcache import (
     summarize,
     sweep_stale,
 )
-from envfactory.build.verify import verify_environment
 from envfactory.errors import ToolError, UserInputError
+from envfactory.install.create import create_environment
+from envfactory.install.verify import verify_environment
+from envfactory.lockfile.models import LockedPackage
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 
@@ -251,7 +251,7 @@ def test_progress_is_reported_per_package(tmp_path: Path) -> None:
     lock = crafted_lock(tmp_path, packages())
     seen: list[tuple[str, str]] = []
     totals: list[int] = []
-    from envfactory.build.pkgcache import callbacks
+    from envfactory.cache.pkgcache import callbacks
 
     progress = callbacks(totals.append, lambda name, _n, outcome: seen.append((name, outcome)))
     cache = cache_at(tmp_path / "cache")
@@ -352,7 +352,7 @@ def _forkserver_workers() -> int:
 def test_extraction_runs_on_a_pool_of_about_the_core_count(tmp_path: Path) -> None:
     """Misses are extracted by worker processes (rattler's extraction holds the GIL): never
     more than workers() at once, and more than one when there are cores for it."""
-    from envfactory.build.pkgcache import callbacks, workers
+    from envfactory.cache.pkgcache import callbacks, workers
 
     many = [Crafted(f"q{i:02d}", files=payload(f"q{i:02d}", 40)) for i in range(3 * workers() + 5)]
     lock = crafted_lock(tmp_path, many)
@@ -449,7 +449,7 @@ def test_a_warm_create_reads_the_summaries_not_paths_json(
     assert doc["links"] == ["lib/libw.so"] and doc["parents"] == ["lib"]
     assert doc["size"] == len(b"\x7fELF stub\n")
 
-    from envfactory.build import pkgcache
+    from envfactory.cache import pkgcache
 
     def no_parse(*_args: object) -> None:
         raise AssertionError("paths.json parsed on a warm create")
@@ -537,7 +537,7 @@ def test_summaries_give_the_verdicts_of_the_entries(tmp_path: Path) -> None:
     def entry(pkg: Crafted) -> tuple[Path, EntrySummary]:
         directory = tmp_path / "x" / pkg.name
         extract(tmp_path / "ch" / "linux-64" / pkg.filename, directory)
-        from envfactory.build.pkgcache import read_paths
+        from envfactory.cache.pkgcache import read_paths
 
         return directory, summarize(directory, read_paths(pkg.name, directory))
 
@@ -590,13 +590,13 @@ def test_a_file_replaced_in_a_cache_entry_is_unpacked_again(tmp_path: Path) -> N
 def test_the_cache_imports_nothing_posix_only_at_module_level() -> None:
     """The CLI runs on Windows hosts (DESIGN.md, decision 15): the cache and what it uses
     import with the POSIX-only modules made unimportable (locks go through
-    ``envfactory.build.filelock``, which picks ``fcntl`` or ``msvcrt`` when it locks)."""
+    ``envfactory.cache.filelock``, which picks ``fcntl`` or ``msvcrt`` when it locks)."""
     code = (
         "import sys\n"
         "for name in ('fcntl', 'pwd', 'grp', 'termios', 'resource'):\n"
         "    sys.modules[name] = None\n"
-        "import envfactory.build.pkgcache, envfactory.build.filelock\n"
-        "import envfactory.build.unpack, envfactory.build.ownfiles, envfactory.build.create\n"
+        "import envfactory.cache.pkgcache, envfactory.cache.filelock\n"
+        "import envfactory.cache.unpack, envfactory.ownfiles, envfactory.install.create\n"
         "print('imported')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

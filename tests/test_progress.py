@@ -36,9 +36,7 @@ def served_lock(tmp_path: Path) -> Iterator[Path]:
     ]
     lock = crafted_lock(tmp_path / "src", packages)
     channel = tmp_path / "src" / "channel"
-    httpd = ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(channel))
-    )
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(channel)))
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -156,11 +154,11 @@ def test_the_pip_files_report_their_bytes_too(
 ) -> None:
     """create's pip half (26pip's pipside) through the same interface: every wheel once, the
     bytes that came over HTTP, and no per-file lines in the phases."""
-    from envfactory.build.channels import ChannelMap
-    from envfactory.build.create import create_environment
-    from envfactory.build.lock import LockRequest, lock_combo
-    from envfactory.build.pkgcache import CacheLocation, PackageCache
+    from envfactory.cache.pkgcache import CacheLocation, PackageCache
     from envfactory.catalog.loader import load_catalog
+    from envfactory.install.create import create_environment
+    from envfactory.solve.channels import ChannelMap
+    from envfactory.solve.lock import LockRequest, lock_combo
 
     www = tmp_path / "www"
     shutil.copytree(test_channels["wheels"], www / "wheels")

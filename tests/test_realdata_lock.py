@@ -16,8 +16,9 @@ from channel_builder import (
     write_repodata_channel,
 )
 
-from envfactory.build import rattler_adapter
-from envfactory.build.checks import LockedPackage, closure_problems, dependency_name
+from envfactory.lockfile.models import LockedPackage, dependency_name
+from envfactory.solve import rattler_adapter
+from envfactory.solve.checks import closure_problems
 
 VIRTUAL = {"__cuda": "11.2", "__glibc": "2.17", "__linux": "5.10", "__unix": "0"}
 

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.build.channels import ChannelMap
-from envfactory.build.create import create_environment
-from envfactory.build.lock import LockRequest, lock_combo
-from envfactory.build.pkgcache import CacheLocation, PackageCache
-from envfactory.build.verify import verify_environment
+from envfactory.cache.pkgcache import CacheLocation, PackageCache
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import PipPin
+from envfactory.install.create import create_environment
+from envfactory.install.verify import verify_environment
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest, lock_combo
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
@@ -114,7 +114,7 @@ def test_mirror_of_the_real_lock_then_create_with_the_network_off(
 ) -> None:
     """The mirror takes every file from the package cache the first test filled (no download
     again) and writes the pip side as a PEP 503 index; create from it alone, offline."""
-    from envfactory.build.mirror import mirror_lock
+    from envfactory.install.mirror import mirror_lock
 
     result = mirror_lock(
         real_lock, tmp_path / "mirror", cache=PackageCache(CacheLocation(cache_dir / "pkgs"))

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from envfactory.build.render import render_combo
+from envfactory.activation.templating import render_template
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import PLATFORMS, Catalog
 from envfactory.errors import CatalogError
 from envfactory.fsio import RenderedFile
-from envfactory.templating import render_template
+from envfactory.render.environment import render_combo
 
 ROOT = Path(__file__).parent.parent
 GOLDENS = Path(__file__).parent / "goldens" / "render"

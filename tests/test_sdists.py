@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.build import pipside
-from envfactory.build.checks import LockedPackage
-from envfactory.build.pypi import PipTarget, is_sdist, lock_target
 from envfactory.errors import ToolError
+from envfactory.install import pipside
+from envfactory.lockfile.models import LockedPackage
+from envfactory.solve.pypi import PipTarget, is_sdist, lock_target
 
 
 def _lock(requirement: str) -> list[LockedPackage]:

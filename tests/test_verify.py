@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from envfactory.build.channels import ChannelMap
-from envfactory.build.create import create_environment
-from envfactory.build.lock import LockRequest, lock_combo
-from envfactory.build.verify import verify_environment
 from envfactory.catalog.loader import load_catalog
+from envfactory.install.create import create_environment
+from envfactory.install.verify import verify_environment
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest, lock_combo
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 

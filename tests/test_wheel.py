@@ -86,7 +86,7 @@ def test_installed_wheel_renders_from_its_own_templates(wheel: Path, tmp_path: P
         timeout=300,
     )
     code = (
-        "import json, envfactory.templating as t; "
+        "import json, envfactory.activation.templating as t; "
         "print(json.dumps([t.__file__, str(t.templates_dir())]))"
     )
     env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 from envfactory.activation import core
-from envfactory.build.lock import lock_combo
 from envfactory.catalog.gpus import parse_capability
 from envfactory.catalog.loader import load_catalog
 from envfactory.diagnose.audit import audit_path
 from envfactory.diagnose.compat import GpuSpec, check, parse_driver
 from envfactory.diagnose.probes import version_from_file_name
+from envfactory.solve.lock import lock_combo
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 

@@ -18,10 +18,10 @@ from typing import Any, Literal, get_args
 
 from envfactory import __version__
 from envfactory.activation import core
+from envfactory.activation.templating import render_template
 from envfactory.catalog.model import Combo, Platform, os_of
 from envfactory.errors import UserInputError
 from envfactory.fsio import RenderedFile, atomic_write_many
-from envfactory.templating import render_template
 from envfactory.untrusted import PLAIN_NAME, VARIABLE_NAME
 
 Shell = Literal["sh", "csh", "fish", "xsh", "bat", "ps1"]

@@ -18,7 +18,7 @@ from envfactory.catalog.platforms import Platform as Platform
 from envfactory.catalog.platforms import host_platform as host_platform
 from envfactory.catalog.platforms import os_of as os_of
 from envfactory.catalog.platforms import parse_platform as parse_platform
-from envfactory.errors import UserInputError
+from envfactory.errors import UserInputError, nearest
 
 RouteKind = Literal["conda", "conda-cuda+pip", "pip-and-cuda"]
 ROUTES: tuple[RouteKind, ...] = get_args(RouteKind)
@@ -279,8 +279,6 @@ class Catalog:
         try:
             return self.combos[name]
         except KeyError:
-            from envfactory.catalog.views import suggest_combos
-
             close = suggest_combos(self, name)
             hint = (
                 f"did you mean {', '.join(close)}? see 'envfactory list'"
@@ -295,3 +293,32 @@ class Catalog:
 
 def _version_key(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text))
+
+
+_DOTTED = re.compile(r"(?<![\d.])(\d{1,2})\.(\d{1,2})(?:\.\d+)?(?![\d.])")
+_COMPACT = re.compile(r"(?<!\d)(\d{2,3})(?!\d)")
+
+
+def suggest_combos(catalog: Catalog, name: str, n: int = 3) -> list[str]:
+    """The combos a mistyped or partial NAME most likely means, best first: those of the
+    TensorFlow version it names (``tf210``, ``tf2.10``, ``2.10``, ``tensorflow 2.10`` all mean
+    2.10), closest spelling first; else the closest spellings of any combo."""
+    import difflib
+
+    query = name.strip().lower()
+    tf_part = re.split(r"cuda|cu(?=\d)", query, maxsplit=1)[0]
+    series: set[tuple[int, int]] = set()
+    dotted = _DOTTED.search(tf_part)
+    if dotted:
+        series.add((int(dotted[1]), int(dotted[2])))
+    else:
+        compact = _COMPACT.search(tf_part)
+        if compact:
+            digits = compact[1]
+            series.add((int(digits[0]), int(digits[1:])))
+    names = sorted(catalog.combos)
+    same = [c for c in names if catalog.combos[c].tf_series in series]
+    if same:
+        ranked = sorted(same, key=lambda c: -difflib.SequenceMatcher(None, query, c).ratio())
+        return ranked if len(ranked) <= n else ranked[:n]
+    return nearest(query, names, n)

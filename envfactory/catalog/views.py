@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from envfactory.catalog.model import (
@@ -15,7 +14,6 @@ from envfactory.catalog.model import (
     PlatformRoute,
     os_of,
 )
-from envfactory.errors import nearest
 
 
 def _fact_view(fact: Fact[str]) -> dict[str, Any]:
@@ -191,32 +189,3 @@ def _declared_view(route: PlatformRoute, python: str, platform: str) -> dict[str
 
 # "tf2.10", "tensorflow 2.10", "TF-2.10.1", "2.10": a TensorFlow version as users write it,
 # before any CUDA part ("tf114-cuda10"); "tf210", "tf114": the catalog's own compact spelling.
-_DOTTED = re.compile(r"(?<![\d.])(\d{1,2})\.(\d{1,2})(?:\.\d+)?(?![\d.])")
-_COMPACT = re.compile(r"(?<!\d)(\d{2,3})(?!\d)")
-
-
-def suggest_combos(catalog: Catalog, name: str, n: int = 3) -> list[str]:
-    """The combos a mistyped or partial NAME most likely means, best first: those of the
-    TensorFlow version it names (``tf210``, ``tf2.10``, ``2.10``, ``tensorflow 2.10`` all mean
-    2.10), closest spelling first; else the closest spellings of any combo."""
-    import difflib
-
-    query = name.strip().lower()
-    tf_part = re.split(r"cuda|cu(?=\d)", query, maxsplit=1)[0]
-    series: set[tuple[int, int]] = set()
-    dotted = _DOTTED.search(tf_part)
-    if dotted:
-        series.add((int(dotted[1]), int(dotted[2])))
-    else:
-        compact = _COMPACT.search(tf_part)
-        if compact:
-            digits = compact[1]
-            series.add((int(digits[0]), int(digits[1:])))
-    names = sorted(catalog.combos)
-    same = [c for c in names if catalog.combos[c].tf_series in series]
-    if same:
-        ranked = sorted(
-            same, key=lambda c: -difflib.SequenceMatcher(None, query, c).ratio()
-        )
-        return ranked if len(ranked) <= n else ranked[:n]
-    return nearest(query, names, n)

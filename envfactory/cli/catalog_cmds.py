@@ -198,10 +198,10 @@ def render(
     activation/<platform>/etc/conda/... (copy etc/ into an environment made with plain conda or
     micromamba). Same input, same bytes.
     """
-    from envfactory.build.render import render_combo
     from envfactory.catalog.loader import load_catalog
     from envfactory.catalog.model import parse_platform
     from envfactory.fsio import write_rendered
+    from envfactory.render.environment import render_combo
 
     catalog = load_catalog()
     selected = [parse_platform(p) for p in conventions.platforms(platform, old_platform)]

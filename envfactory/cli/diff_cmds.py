@@ -11,7 +11,7 @@ from envfactory.cli.output import choose, print_json, stdout_console
 from envfactory.errors import EXIT_OK, UserInputError
 
 if TYPE_CHECKING:
-    from envfactory.build.diff import LockSide
+    from envfactory.lockfile.diff import LockSide
 
 Format = Literal["text", "json", "markdown"]
 FORMATS: tuple[Format, ...] = ("text", "json", "markdown")
@@ -47,8 +47,8 @@ def _shown(path: Path) -> Path:
 
 def _side(spec: str | None, lock: Path) -> LockSide:
     """``spec``: None (the working tree's lock), a lock file, or a git revision of ``lock``."""
-    from envfactory.build import git_adapter
-    from envfactory.build.diff import side_from_file, side_from_revision
+    from envfactory.lockfile import git_adapter
+    from envfactory.lockfile.diff import side_from_file, side_from_revision
 
     if spec is None:
         return side_from_file(lock)
@@ -103,7 +103,7 @@ def diff(
     envfactory diff old.yml new.yml      between two lock files
     envfactory diff --format markdown    a table for a pull-request comment
     """
-    from envfactory.build.diff import compare, side_from_file, to_json, to_markdown, to_text
+    from envfactory.lockfile.diff import compare, side_from_file, to_json, to_markdown, to_text
 
     chosen = "json" if as_json else choose(output_format, FORMATS, "--format")
     files = [Path(s) for s in (old, new) if s is not None and Path(s).is_file()]

@@ -21,9 +21,9 @@ from envfactory.cli.output import (
 from envfactory.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS_FOUND, UserInputError
 
 if TYPE_CHECKING:  # each command imports what it uses when it runs
-    from envfactory.build.channels import ChannelMap
-    from envfactory.build.lock import LockRequest
     from envfactory.catalog.platforms import Platform
+    from envfactory.solve.channels import ChannelMap
+    from envfactory.solve.lock import LockRequest
 
 JSON_HELP = "Print machine-readable JSON instead of text."
 COMBO_HELP = "Combo name, e.g. tf114-cuda100 (see 'envfactory list')."
@@ -63,11 +63,11 @@ def _lock_targets(
 ) -> list[_Target]:
     """``lock`` = every environment of the project; ``lock NAME`` = the project environment
     NAME if the project defines one, else the combo NAME."""
-    from envfactory.build.channels import CONFIG_FILE, load_channel_map
-    from envfactory.build.lock import SOLVERS, LockRequest, read_virtual_spec
     from envfactory.catalog.loader import load_catalog
     from envfactory.catalog.platforms import parse_platform
     from envfactory.project.manifest import PROJECT_FILE, find_project, lock_request
+    from envfactory.solve.channels import CONFIG_FILE, load_channel_map
+    from envfactory.solve.lock import SOLVERS, LockRequest, read_virtual_spec
 
     kind = choose(solver, SOLVERS, "--solver")
     project = find_project(project_file)
@@ -114,9 +114,7 @@ def lock(
         "'envfactory list'). Default: every environment of the project.",
         show_default=False,
     ),
-    project_file: Path | None = typer.Option(
-        None, "--project", "-f", "--file", help=PROJECT_HELP
-    ),
+    project_file: Path | None = typer.Option(None, "--project", "-f", "--file", help=PROJECT_HELP),
     platform: list[str] = conventions.platform_option(
         "Lock only this platform (linux-64, win-64); repeat for several. Default: all the "
         "combo covers. Combos only (a project environment has 'platforms:'). -p still works "
@@ -206,7 +204,8 @@ def lock(
     TensorFlow build, or a cudatoolkit, cudnn, python or numpy outside the combo's pins, or a
     package whose dependencies are not all in the lock. Same inputs, same bytes.
     """
-    from envfactory.build.lock import check_lock, lock_combo
+    from envfactory.solve.lock import lock_combo
+    from envfactory.solve.lockreview import check_lock
 
     conventions.set_verbosity(quiet, verbose)
     platform = conventions.platforms(platform, old_platform)
@@ -249,8 +248,8 @@ def lock(
         write_lines(lines)
         return EXIT_OK if all_fresh else EXIT_BAD_INPUT
 
-    from envfactory.build import relock
-    from envfactory.build.diff import compare, side_from_packages, to_json, to_text
+    from envfactory.lockfile.diff import compare, side_from_packages, to_json, to_text
+    from envfactory.solve import relock
 
     names = [n.strip() for item in update for n in item.split(",") if n.strip()]
     if names and update_all:
@@ -415,12 +414,12 @@ def create(
     env is added to ~/.conda/environments.txt, where 'conda env list' looks (as conda does;
     CONDA_REGISTER_ENVS=false turns it off).
     """
-    from envfactory.build.channels import CONFIG_FILE, load_channel_map
-    from envfactory.build.create import create_environment
     from envfactory.catalog.platforms import parse_platform
     from envfactory.cli.transfer import transfer_display
+    from envfactory.install.create import create_environment
     from envfactory.project.envdirs import register
     from envfactory.project.targets import lock_target, named_prefix
+    from envfactory.solve.channels import CONFIG_FILE, load_channel_map
 
     conventions.set_verbosity(quiet, verbose)
     if prefix is not None and name is not None:
@@ -498,9 +497,9 @@ def create(
 def _dry_run(lock_path: Path, where: Path, platform: Platform | None, force: bool) -> int:
     """``create --dry-run``: what create would do, from the lock alone; nothing is written
     (the checks that need no download are made: the platform, the prefix)."""
-    from envfactory.build.create import check_target
-    from envfactory.build.lockfile import read_lock
     from envfactory.catalog.platforms import host_platform
+    from envfactory.install.create import check_target
+    from envfactory.lockfile.read import read_lock
 
     chosen = platform or host_platform()
     lock = read_lock(lock_path)
@@ -533,8 +532,8 @@ def _update(
     allow_build: list[str],
 ) -> int:
     """create --update: the environment brought to the lock, and what changed."""
-    from envfactory.build.update import describe, update_environment
     from envfactory.cli.transfer import transfer_display
+    from envfactory.install.update import describe, update_environment
 
     note(f"updating {prefix} to {lock_path}")
     bar = transfer_display("packages")
@@ -581,7 +580,7 @@ def verify(
 
     Exit 0 only when they are identical, 3 otherwise.
     """
-    from envfactory.build.verify import verify_environment
+    from envfactory.install.verify import verify_environment
 
     where = conventions.existing_environment(prefix, name, positional)
     if where is None:
@@ -647,8 +646,8 @@ cache_app = typer.Typer(
 @cache_app.command("info")
 def cache_info(as_json: bool = typer.Option(False, "--json", help=JSON_HELP)) -> int:
     """Where the package cache is and what it holds."""
-    from envfactory.build.pipcache import PipCache
-    from envfactory.build.pkgcache import PackageCache
+    from envfactory.cache.pipcache import PipCache
+    from envfactory.cache.pkgcache import PackageCache
 
     info = PackageCache().info()
     pip_files, pip_built, pip_bytes = PipCache(info.root).info()
@@ -701,11 +700,11 @@ def cache_clean(
     """Empty the package cache, conda packages and pip files, after asking (as 'conda clean'
     does; -y does not ask). Entries a running create links from are kept; environments already
     created keep their files (hard links, copies)."""
-    from envfactory.build.pkgcache import PackageCache
+    from envfactory.cache.pkgcache import PackageCache
 
     if archives_only and extracted_only:
         raise UserInputError("give at most one of --archives and --extracted")
-    from envfactory.build.pipcache import PipCache
+    from envfactory.cache.pipcache import PipCache
 
     cache = PackageCache()
     info = cache.info()

@@ -42,9 +42,9 @@ def mirror(
     download is resumed on the next run. Then, on a machine with no other channel:
     envfactory create ENV --channel-map NAME=file://DIRECTORY --pip-index DIRECTORY/wheels
     """
-    from envfactory.build.mirror import mirror_lock
     from envfactory.catalog.model import parse_platform
     from envfactory.cli.transfer import transfer_display
+    from envfactory.install.mirror import mirror_lock
     from envfactory.project.targets import lock_target
 
     conventions.set_verbosity(quiet, verbose)
@@ -110,7 +110,7 @@ def kernel(
     """Register a Jupyter kernel whose kernel.json carries the environment's activation:
     PATH, LD_LIBRARY_PATH, CUDA_PATH and TF_CPP_MIN_LOG_LEVEL as the activate.d scripts set
     them (Jupyter does not run those scripts for kernels)."""
-    from envfactory.activation.kernel import TARGETS, install_kernel
+    from envfactory.install.kernel import TARGETS, install_kernel
     from envfactory.project.targets import prefix_target
 
     target_dir = choose(where, TARGETS, "--target")

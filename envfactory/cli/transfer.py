@@ -122,4 +122,3 @@ def transfer_display(label: str) -> TransferBar | TransferLines | _Quiet:
     if sys.stderr.isatty():
         return TransferBar(label)
     return TransferLines(label)
-

@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from envfactory import untrusted
-from envfactory.build.channels import ChannelMap
-from envfactory.build.lock import LockRequest, SolverKind
-from envfactory.build.render import Additions, resolve_python
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import PLATFORMS, VARIANT_PACKAGES, Catalog, Combo, Platform
 from envfactory.errors import CatalogError, UserInputError, did_you_mean
 from envfactory.fsio import read_text
+from envfactory.render.environment import Additions, resolve_python
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest, SolverKind
 from envfactory.yamlio import YamlMap, YamlReader, YamlSeq, line_of, load_yaml
 
 PROJECT_FILE = "envfactory.yaml"
@@ -313,7 +313,7 @@ class _ProjectLoader:
         return out
 
     def _conda(self, m: YamlMap, env: ProjectEnvironment, what: str) -> tuple[str, ...]:
-        from envfactory.build import rattler_adapter
+        from envfactory.solve import rattler_adapter
 
         channels = set(env.combo_channels()) | set(env.channels)
         out: list[str] = []

@@ -87,7 +87,7 @@ def _missing_lock_hint(target: str, project: Project | None) -> str:
     """How to get the lock NAME needs: 'envfactory lock NAME' only where NAME is a combo
     (a project environment's lock is handled above); else the names it may have meant."""
     from envfactory.catalog.loader import load_catalog
-    from envfactory.catalog.views import suggest_combos
+    from envfactory.catalog.model import suggest_combos
 
     catalog = load_catalog()
     if target in catalog.combos:

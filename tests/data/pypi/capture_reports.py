@@ -25,8 +25,8 @@ from pathlib import Path
 
 import requests
 
-from envfactory.build.pypi import PipTarget, lock_target
 from envfactory.catalog.loader import load_catalog
+from envfactory.solve.pypi import PipTarget, lock_target
 
 HERE = Path(__file__).parent
 # key: (combo, requirement, platform, python, what the conda side provides)

@@ -28,9 +28,9 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from envfactory.build.checks import LockedPackage
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import ToolError, UserInputError
+from envfactory.lockfile.models import LockedPackage
 
 DATA = Path(__file__).parent.parent / "data" / "vetted-sdists.yaml"
 BUILD_TIMEOUT_S = 600
@@ -114,8 +114,8 @@ def _environment(home: Path) -> dict[str, str]:
 
 def build_wheel(archive: Path, pkg: LockedPackage, backend: Path, out: Path) -> Path:
     """Build ``archive`` (checked against the lock already) into a wheel in ``out``."""
-    from envfactory.build.pypi import compiled_sources, uv_binary
-    from envfactory.build.wheelinstall import check_metadata
+    from envfactory.cache.wheelinstall import check_metadata
+    from envfactory.solve.pypi import compiled_sources, uv_binary
 
     compiled = compiled_sources(archive)
     if compiled:

@@ -19,17 +19,20 @@ you do not trust (docs/security.md).
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envfactory.build.checks import LockedPackage
 from envfactory.catalog.platforms import Platform
+from envfactory.lockfile.models import LockedPackage
+from envfactory.lockfile.record import read_lock_header, stale_files
+from envfactory.solve.lock import LOCK_FILE, LockRequest, explicit_name, inputs_hash, pip_target
 from envfactory.untrusted import redact_url, safe_text
 
 if TYPE_CHECKING:
-    from envfactory.build.lock import LockRequest
-    from envfactory.build.lockfile import LockContents
+    from envfactory.lockfile.read import LockContents
 
 # (manager, name) -> what identifies the file: URL and hashes
 Listed = dict[tuple[str, str], tuple[str, str]]
@@ -42,8 +45,8 @@ def hand_edits(
     requires, and differences from the explicit files (``explicit``: platform -> the file's
     name and recorded digest; a file that does not match its digest is not compared, the
     caller has said so already)."""
-    from envfactory.build.lockfile import describe_package, read_lock_for_review
-    from envfactory.build.lockmeta import file_digest
+    from envfactory.lockfile.read import describe_package, read_lock_for_review
+    from envfactory.lockfile.record import file_digest
 
     lock, stray = read_lock_for_review(path)
     reasons = [
@@ -130,8 +133,8 @@ def resolve_differences(request: LockRequest, lock: LockContents) -> list[str]:
     requires is not brought back), and list every difference from ``lock``: a package added,
     missing, or with another version, build, URL or hash. py-rattler solves the conda part, uv
     the pip part, as ``lock`` does."""
-    from envfactory.build import rattler_adapter
     from envfactory.errors import ToolError
+    from envfactory.solve import rattler_adapter
 
     out: list[str] = []
     for platform in request.platforms:
@@ -173,7 +176,7 @@ def _pip_again(
     conda: Sequence[LockedPackage],
     locked: Sequence[LockedPackage],
 ) -> list[LockedPackage]:
-    from envfactory.build import pypi
+    from envfactory.solve import pypi
 
     @dataclasses.dataclass(frozen=True)
     class PinnedTarget(pypi.PipTarget):
@@ -183,8 +186,6 @@ def _pip_again(
 
         def constraint_lines(self) -> list[str]:
             return [*super().constraint_lines(), *self.pins]
-
-    from envfactory.build.lock import pip_target
 
     base = pip_target(request, platform, conda)
     if base is None:
@@ -237,3 +238,97 @@ def compare(
 def _show(pkg: LockedPackage) -> str:
     what = f"{pkg.version} {pkg.build}" if pkg.manager == "conda" else pkg.version
     return f"{pkg.manager} {pkg.name} {what} ({pkg.url})"
+
+
+# --------------------------------------------------------------------------------------------
+# --check: no solve, only the recorded inputs against the current ones.
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    fresh: bool
+    reasons: tuple[str, ...]
+
+
+def check_lock(request: LockRequest, directory: Path, *, resolve: bool = False) -> CheckResult:
+    """Whether the lock in ``directory`` is the lock of ``request`` as it is now: the recorded
+    inputs against the current ones, every file of the set against the digest conda-lock.yml
+    recorded for it, and the package list against what a lock run writes (``lockreview``:
+    nothing unrequired, the same packages as the explicit files). ``resolve``: also solve again
+    against the locked versions and report any difference (``lockreview.resolve_differences``).
+    conda-lock is never imported."""
+    path = directory / LOCK_FILE
+    if not path.is_file():
+        return CheckResult(False, (f"{path} does not exist",))
+    header = read_lock_header(path)
+    meta = header.metadata
+    reasons: list[str] = []
+    if header.platforms != request.platforms:
+        reasons.append(
+            f"the lock covers {', '.join(header.platforms)}, "
+            f"the request {', '.join(request.platforms)}"
+        )
+    current_inputs = {p: request.inputs(p) for p in request.platforms}
+    for platform in request.platforms:
+        recorded = meta.inputs.get(platform)
+        if recorded is None:
+            reasons.append(f"{platform}: the lock records no envfactory inputs")
+            continue
+        current = json.loads(json.dumps(current_inputs[platform]))
+        for key in sorted(set(recorded) | set(current)):
+            if recorded.get(key) != current.get(key):
+                reasons.append(
+                    f"{platform}: {key} changed: {_change(recorded.get(key), current.get(key))}"
+                )
+        if meta.files and explicit_name(platform) not in meta.files:
+            reasons.append(f"{platform}: the lock records no {explicit_name(platform)}")
+    if not meta.files:
+        reasons.append(
+            "the lock records no digests of its other files (written by envfactory 0.1), so "
+            "a mixed set cannot be told from a whole one"
+        )
+    reasons += stale_files(directory, meta.files)
+    if not reasons and meta.inputs_sha256 != inputs_hash(current_inputs):
+        reasons.append("the recorded inputs hash does not match the inputs")
+    listed = meta.packages_sha256 is not None and header.packages_digest == meta.packages_sha256
+    if listed and not resolve:
+        # the package list is the one the lock was written with (a forger who recomputes the
+        # digest is caught by --resolve): no need to parse it
+        return CheckResult(not reasons, tuple(reasons))
+    explicit = {
+        p: (explicit_name(p), meta.files[explicit_name(p)])
+        for p in request.platforms
+        if explicit_name(p) in meta.files
+    }
+    lock, edits = hand_edits(path, directory, explicit)
+    if not listed and not edits:
+        edits = [
+            "the package list is not the one this lock was written with (edited by hand?)"
+            if meta.packages_sha256
+            else "the lock records no digest of its package list (made by an older envfactory)"
+        ]
+    reasons += edits
+    if resolve and not reasons:
+        reasons += resolve_differences(request, lock)
+    return CheckResult(not reasons, tuple(reasons))
+
+
+def _change(old: object, new: object) -> str:
+    """``-removed +added`` for lists of specs (the common case: one pin or addition edited),
+    else ``old -> new``."""
+    if (
+        isinstance(old, list)
+        and isinstance(new, list)
+        and all(isinstance(v, str) for v in (*old, *new))
+    ):
+        gone = [f"-{v}" for v in old if v not in new]
+        came = [f"+{v}" for v in new if v not in old]
+        if gone or came:
+            return " ".join(gone + came)
+    return f"{_short(old)} -> {_short(new)}"
+
+
+def _short(value: object) -> str:
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        return " ".join(value)
+    return json.dumps(value, sort_keys=True)

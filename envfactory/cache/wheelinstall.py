@@ -32,9 +32,9 @@ import os
 from pathlib import Path, PureWindowsPath
 from typing import NamedTuple
 
-from envfactory.build.checks import LockedPackage
 from envfactory.catalog.platforms import Platform, os_of
 from envfactory.errors import ToolError
+from envfactory.lockfile.models import LockedPackage
 
 INSTALLER_NAME = b"envfactory\n"
 

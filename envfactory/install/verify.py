@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, cast
 
 from envfactory import untrusted
-from envfactory.build.checks import LockedPackage
-from envfactory.build.create import MARKER
 from envfactory.catalog.model import PLATFORMS, Platform, host_platform
 from envfactory.errors import EnvfactoryError, UserInputError
+from envfactory.install.create import MARKER
+from envfactory.lockfile.models import LockedPackage
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def _lock_of(prefix: Path, lock: Path | None) -> tuple[Path, Platform | None]:
 def verify_environment(
     prefix: Path, lock: Path | None = None, platform: Platform | None = None
 ) -> VerifyReport:
-    from envfactory.build.lockfile import read_lock
+    from envfactory.lockfile.read import read_lock
 
     lock_path, recorded_platform = _lock_of(prefix, lock)
     chosen = platform or recorded_platform or host_platform()
@@ -218,7 +218,7 @@ def _paths_of(record: dict[str, Any]) -> list[dict[str, Any]] | None:
     data = record.get("paths_data")
     if isinstance(data, dict) and isinstance(data.get("paths"), list):
         return [p for p in data["paths"] if isinstance(p, dict)]
-    from envfactory.build.pkgcache import PackageCache
+    from envfactory.cache.pkgcache import PackageCache
 
     sha = record.get("sha256")
     if not isinstance(sha, str) or not untrusted.SHA256.fullmatch(sha):
@@ -233,7 +233,7 @@ def _paths_of(record: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 def check_files(prefix: Path) -> tuple[list[FileProblem], list[FileProblem], int]:
     """Missing and altered files of the conda packages, and how many files were checked."""
-    from envfactory.build.pkgcache import check_relative
+    from envfactory.cache.pkgcache import check_relative
 
     missing: list[FileProblem] = []
     altered: list[FileProblem] = []

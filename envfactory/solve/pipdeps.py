@@ -16,9 +16,9 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from envfactory.build.checks import LockedPackage
-from envfactory.build.pypi import UV_TIMEOUT_S, PipTarget, _uv_environment
 from envfactory.errors import ToolError
+from envfactory.lockfile.models import LockedPackage
+from envfactory.solve.pypi import UV_TIMEOUT_S, PipTarget, _uv_environment
 
 # "name==version  # via a, b" or "name @ url  # via a" (uv pip compile --annotation-style line)
 _LINE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?:==|@)[^#]*#\s*via\s+(.*)")

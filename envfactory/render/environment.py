@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from envfactory import __version__
 from envfactory.activation.plan import activation_scripts
+from envfactory.activation.templating import render_template
 from envfactory.catalog.model import (
     PLATFORMS,
     ROUTE_TITLES,
@@ -21,7 +22,6 @@ from envfactory.catalog.model import (
 )
 from envfactory.errors import UserInputError
 from envfactory.fsio import RenderedFile
-from envfactory.templating import render_template
 
 # Assumed for every linux-64 lock unless a route says otherwise: manylinux2014 wheels and
 # conda-forge's CUDA builds need glibc >= 2.17.

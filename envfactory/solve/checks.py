@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from envfactory.catalog.platforms import Platform
 from envfactory.errors import ToolError
+from envfactory.lockfile.models import LockedPackage, dependency_name
 
 if TYPE_CHECKING:  # render pulls in activation, templates and the catalog loader: create needs none
-    from envfactory.build.render import EnvironmentSpec
     from envfactory.catalog.model import CondaPin, Constraint  # create needs no catalog model
-
-Manager = Literal["conda", "pip"]
+    from envfactory.render.environment import EnvironmentSpec
 
 # TensorFlow builds that run without a GPU: Anaconda's mkl_/eigen_ variants, conda-forge's cpu_.
 CPU_BUILD = re.compile(r"(^|_)(cpu|mkl|eigen)(_|py|$)")
@@ -30,41 +28,6 @@ CPU_WHEELS = ("tensorflow-cpu", "tensorflow-intel", "tensorflow-cpu-aws")
 CPU_VARIANT = re.compile(r"(^|_)cpu(_|py|$)")
 # pip distributions that are CPU-only unless a CUDA companion is locked beside them.
 CPU_UNLESS = {"jaxlib": ("jax-cuda11-plugin", "jax-cuda12-plugin", "jax-cuda13-plugin")}
-
-
-class LockedPackage(NamedTuple):
-    """One package of a lock: a conda artifact or a pip wheel, with the hashes to check it by."""
-
-    manager: Manager
-    name: str
-    version: str
-    platform: Platform
-    url: str
-    build: str = ""
-    build_number: int = 0
-    subdir: str = ""
-    channel: str = ""
-    md5: str | None = None
-    sha256: str | None = None
-    depends: tuple[str, ...] = ()
-
-    @property
-    def filename(self) -> str:
-        return self.url.rsplit("/", 1)[-1].split("#", 1)[0]
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.manager, self.name)
-
-    def describe(self) -> str:
-        if self.manager == "pip":
-            return f"{self.name} {self.version} (pip)"
-        return f"{self.name} {self.version} {self.build}"
-
-
-def dependency_name(spec: str) -> str:
-    """The package name of a conda dependency string such as ``numpy >=1.16,<2``."""
-    return re.split(r"[\s=<>!~\[]", spec.strip(), maxsplit=1)[0]
 
 
 Matcher = Callable[[str, LockedPackage], bool]

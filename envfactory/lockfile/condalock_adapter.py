@@ -1,6 +1,6 @@
 """The one place that uses conda-lock's Python API: its lockfile models and writer (so the file is
 conda-lock's own v1 format, readable by ``conda-lock render`` and ``conda-lock install``) and its
-content hash. Locks are read back by ``build/lockfile.py``, which holds them to the same models
+content hash. Locks are read back by ``lockfile/read.py``, which holds them to the same models
 without importing conda-lock (``read_lock`` is re-exported here for the callers that have it).
 
 conda-lock is imported inside the functions: ``import conda_lock.lockfile`` costs ~0.9 s and must
@@ -18,10 +18,10 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from envfactory.build.checks import LockedPackage, dependency_name
-from envfactory.build.lockfile import LockContents, read_lock
 from envfactory.catalog.model import Platform
 from envfactory.errors import ToolError
+from envfactory.lockfile.models import LockedPackage, dependency_name
+from envfactory.lockfile.read import LockContents, read_lock
 
 __all__ = ["LockContents", "content_hashes", "read_lock", "render_lock", "solve_with_cli"]
 

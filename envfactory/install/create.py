@@ -47,12 +47,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NamedTuple
 
-from envfactory import host
-from envfactory.build import ownfiles
-from envfactory.build.channels import ChannelMap
-from envfactory.build.checks import LockedPackage
-from envfactory.build.lockmeta import LockMetadata
-from envfactory.build.pkgcache import (
+from envfactory import host, ownfiles
+from envfactory.cache.pkgcache import (
     INTERRUPTS,
     CacheProgress,
     EntrySummary,
@@ -69,7 +65,10 @@ from envfactory.build.pkgcache import (
 )
 from envfactory.catalog.platforms import Platform, host_platform
 from envfactory.errors import ToolError, UserInputError
+from envfactory.lockfile.models import LockedPackage
+from envfactory.lockfile.record import LockMetadata
 from envfactory.progress import Progress, Transfer
+from envfactory.solve.channels import ChannelMap
 from envfactory.untrusted import PIP_NAME, SHA256, TOKEN_PLACEHOLDER, redact_url
 
 MARKER = "envfactory.json"  # conda-meta/envfactory.json: which lock built this prefix
@@ -88,20 +87,6 @@ class CreateResult(NamedTuple):
     pip_downloaded: int = 0  # bytes of pip files downloaded (0 when all were cached)
     pip_cached: int = 0  # pip files that were in the package cache already
     built: tuple[str, ...] = ()  # sdists built into wheels
-
-
-def verify_file(pkg: LockedPackage, path: Path) -> None:
-    """Raise unless ``path`` has the lock's sha256 (preferred) or md5 for ``pkg``."""
-    from envfactory.build.pkgcache import archive_matches
-
-    if not archive_matches(pkg, path):
-        algorithm = "sha256" if pkg.sha256 else "md5"
-        raise ToolError(
-            f"{pkg.describe()}: the {algorithm} of {path} differs from the lock's "
-            f"{pkg.sha256 or pkg.md5}",
-            "the package file changed after locking; re-lock from a channel you trust, "
-            "or restore the original file",
-        )
 
 
 def relocate(
@@ -124,7 +109,7 @@ def relocate(
                     url = new.rstrip("/") + url[len(old.rstrip("/")) :]
                     break
         elif pkg.manager == "pip" and wheels is not None:
-            from envfactory.build.pipside import locate
+            from envfactory.install.pipside import locate
 
             url = locate(wheels, pkg).resolve().as_uri()
         out.append(pkg._replace(url=url) if url != pkg.url else pkg)
@@ -263,8 +248,8 @@ def create_environment(
 ) -> CreateResult:
     """``seed``: fills the staging directory before rattler links into it (``update``: the
     packages an environment keeps, which rattler then finds installed and leaves alone)."""
-    from envfactory.build import rattler_adapter
-    from envfactory.build.lockfile import read_lock
+    from envfactory.lockfile.read import read_lock
+    from envfactory.solve import rattler_adapter
 
     say = progress or (lambda _m: None)
     target_platform = platform or host_platform()
@@ -278,13 +263,13 @@ def create_environment(
         )
     meta = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(lock_path))
     if compile_bytecode:
-        from envfactory.build.bytecode import check_can_compile
+        from envfactory.install.bytecode import check_can_compile
 
         check_can_compile(target_platform)
     has_pip = any(p.platform == target_platform and p.manager == "pip" for p in lock.packages)
     if wheel_dir is None and channel_map is not None and has_pip:
         # mirror imports the pip side's readers (packaging): only when the lock has wheels
-        from envfactory.build.mirror import pip_index_of
+        from envfactory.install.mirror import pip_index_of
 
         wheel_dir = pip_index_of(channel_map)
     packages = relocate(
@@ -317,7 +302,7 @@ def create_environment(
     replacing = check_target(prefix, force)
     pip_files = None
     if wheels:
-        from envfactory.build import pipside  # it imports packaging: only when there are wheels
+        from envfactory.install import pipside  # it imports packaging: only when there are wheels
 
         # fetched, hash-checked, sdists vetted and built, metadata checked: before anything
         # is installed
@@ -402,7 +387,7 @@ def create_environment(
             raise
     say(f"created {prefix}")
     if compile_bytecode:  # the one program of the environment create runs, and only when asked
-        from envfactory.build.bytecode import compile_site_packages
+        from envfactory.install.bytecode import compile_site_packages
 
         say(f"compiled {compile_site_packages(prefix, target_platform, python)} (--compile)")
     moved = tuple(prefix / p.relative_to(staging.path) for p in activation)
@@ -441,7 +426,7 @@ def _import_the_rest() -> None:
     """What installs the activation scripts, made ready while rattler links (without the GIL):
     the plan's module and the Jinja environment that renders the scripts (~30 ms of imports)."""
     import envfactory.activation.plan  # noqa: F401
-    from envfactory.templating import environment
+    from envfactory.activation.templating import environment
 
     environment()
 
@@ -555,7 +540,7 @@ def _check_record(
 ) -> None:
     """The paths of one record in ``conda-meta/`` against the prefix (``installed``); a
     regular file whose inode is in ``linked`` is the cache entry's own."""
-    from envfactory.build.pkgcache import _digest
+    from envfactory.cache.pkgcache import _digest
 
     what = f"{record['name']} {record['version']} {record['build']}"
     entries = (record.get("paths_data") or {}).get("paths", [])

@@ -25,22 +25,17 @@ from typing import TYPE_CHECKING, Literal
 
 from envfactory import __version__
 from envfactory.activation.plan import plan_for
-from envfactory.build.channels import ChannelMap
-from envfactory.build.checks import (
-    LockedPackage,
-    absent_names,
-    check_solution,
-    refuse,
-    solver_hint,
-)
-from envfactory.build.lockmeta import (
+from envfactory.catalog.model import PLATFORMS, Combo, Constraint, Platform
+from envfactory.errors import ToolError, UserInputError
+from envfactory.fsio import RenderedFile, atomic_write_many
+from envfactory.lockfile.models import LockedPackage
+from envfactory.lockfile.record import (
     LockMetadata,
     file_digest,
     package_block,
-    read_lock_header,
-    stale_files,
 )
-from envfactory.build.render import (
+from envfactory.progress import Progress
+from envfactory.render.environment import (
     NO_ADDITIONS,
     VIRTUAL_PACKAGES_FILE,
     Additions,
@@ -49,14 +44,17 @@ from envfactory.build.render import (
     render_combo,
     resolve_python,
 )
-from envfactory.catalog.model import PLATFORMS, Combo, Constraint, Platform
-from envfactory.errors import ToolError, UserInputError
-from envfactory.fsio import RenderedFile, atomic_write_many
-from envfactory.progress import Progress
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.checks import (
+    absent_names,
+    check_solution,
+    refuse,
+    solver_hint,
+)
 from envfactory.untrusted import redact, redact_url
 
 if TYPE_CHECKING:
-    from envfactory.build.pypi import PipTarget
+    from envfactory.solve.pypi import PipTarget
 
 SolverKind = Literal["rattler", "conda-lock"]
 SOLVERS: tuple[SolverKind, ...] = ("rattler", "conda-lock")
@@ -192,7 +190,7 @@ class LockRequest:
     def spec_origins(self, platform: Platform) -> dict[str, list[str]]:
         """For each package name, the specs of this lock that ask for it and whose they are
         (for no-solution hints)."""
-        from envfactory.build.checks import dependency_name
+        from envfactory.lockfile.models import dependency_name
 
         spec = self.spec(platform)
         out: dict[str, list[str]] = {}
@@ -309,7 +307,7 @@ def solve_platform(
     failure). ``virtual`` replaces the request's virtual packages; tests use it to show what the
     solver says without ``__cuda``. ``preferred``: the previous lock's packages, kept where the
     inputs allow."""
-    from envfactory.build import rattler_adapter
+    from envfactory.solve import rattler_adapter
 
     spec = request.spec(platform)
     vpkgs = dict(virtual) if virtual is not None else request.virtual(platform)
@@ -353,7 +351,7 @@ def pip_target(
     requirements = request.pip_requirements(platform)
     if not requirements:
         return None
-    from envfactory.build.pypi import PipTarget
+    from envfactory.solve.pypi import PipTarget
 
     return PipTarget(
         requirements=tuple(requirements),
@@ -392,7 +390,7 @@ def _pip_packages(
         return out
     from concurrent.futures import ThreadPoolExecutor
 
-    from envfactory.build import pypi
+    from envfactory.solve import pypi
 
     for platform, target in jobs.items():
         progress(f"{platform}: locking pip packages {', '.join(target.requirements)}")
@@ -420,7 +418,7 @@ def _pip_packages(
 def _pip_locked(target: PipTarget) -> list[LockedPackage]:
     """The pip packages of ``target`` with what each requires: the lock records the edges, so a
     package nothing requires can be told (``lockfile.unreachable``)."""
-    from envfactory.build import pipdeps, pypi
+    from envfactory.solve import pipdeps, pypi
 
     return pipdeps.with_dependencies(target, pypi.lock_target(target))
 
@@ -517,7 +515,7 @@ def write_lock_set(directory: Path, files: Sequence[tuple[str, str]]) -> list[Pa
 def _solve_with_conda_lock(
     request: LockRequest, platform: Platform, rendered: Sequence[RenderedFile]
 ) -> list[LockedPackage]:
-    from envfactory.build import condalock_adapter
+    from envfactory.lockfile import condalock_adapter
 
     with tempfile.TemporaryDirectory(prefix="envfactory-render-") as tmp:
         _write_inputs(rendered, Path(tmp))
@@ -544,7 +542,7 @@ def _write_inputs(rendered: Sequence[RenderedFile], directory: Path) -> None:
 
 
 def _matches() -> Callable[[str, LockedPackage], bool]:
-    from envfactory.build import rattler_adapter
+    from envfactory.solve import rattler_adapter
 
     return rattler_adapter.matches
 
@@ -554,7 +552,8 @@ def _lock_files(
     rendered: Sequence[RenderedFile],
     solved: Mapping[Platform, Sequence[LockedPackage]],
 ) -> list[tuple[str, str]]:
-    from envfactory.build import condalock_adapter, rattler_adapter
+    from envfactory.lockfile import condalock_adapter
+    from envfactory.solve import rattler_adapter
 
     with tempfile.TemporaryDirectory(prefix="envfactory-render-") as tmp:
         _write_inputs(rendered, Path(tmp))
@@ -612,7 +611,7 @@ def _lock_files(
 
 def topological(packages: Sequence[LockedPackage]) -> list[LockedPackage]:
     """Dependencies before dependants, ties broken by name: a stable install order."""
-    from envfactory.build.checks import dependency_name
+    from envfactory.lockfile.models import dependency_name
 
     by_name = {p.name: p for p in packages}
     done: set[str] = set()
@@ -650,99 +649,3 @@ def render_explicit(
     for pkg in sorted((p for p in packages if p.manager == "pip"), key=lambda p: p.name):
         lines.append(f"# pip {pkg.name} @ {pkg.url}#sha256={pkg.sha256}")
     return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------------------------
-# --check: no solve, only the recorded inputs against the current ones.
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    fresh: bool
-    reasons: tuple[str, ...]
-
-
-def check_lock(request: LockRequest, directory: Path, *, resolve: bool = False) -> CheckResult:
-    """Whether the lock in ``directory`` is the lock of ``request`` as it is now: the recorded
-    inputs against the current ones, every file of the set against the digest conda-lock.yml
-    recorded for it, and the package list against what a lock run writes (``lockreview``:
-    nothing unrequired, the same packages as the explicit files). ``resolve``: also solve again
-    against the locked versions and report any difference (``lockreview.resolve_differences``).
-    conda-lock is never imported."""
-    path = directory / LOCK_FILE
-    if not path.is_file():
-        return CheckResult(False, (f"{path} does not exist",))
-    header = read_lock_header(path)
-    meta = header.metadata
-    reasons: list[str] = []
-    if header.platforms != request.platforms:
-        reasons.append(
-            f"the lock covers {', '.join(header.platforms)}, "
-            f"the request {', '.join(request.platforms)}"
-        )
-    current_inputs = {p: request.inputs(p) for p in request.platforms}
-    for platform in request.platforms:
-        recorded = meta.inputs.get(platform)
-        if recorded is None:
-            reasons.append(f"{platform}: the lock records no envfactory inputs")
-            continue
-        current = json.loads(json.dumps(current_inputs[platform]))
-        for key in sorted(set(recorded) | set(current)):
-            if recorded.get(key) != current.get(key):
-                reasons.append(
-                    f"{platform}: {key} changed: {_change(recorded.get(key), current.get(key))}"
-                )
-        if meta.files and explicit_name(platform) not in meta.files:
-            reasons.append(f"{platform}: the lock records no {explicit_name(platform)}")
-    if not meta.files:
-        reasons.append(
-            "the lock records no digests of its other files (written by envfactory 0.1), so "
-            "a mixed set cannot be told from a whole one"
-        )
-    reasons += stale_files(directory, meta.files)
-    if not reasons and meta.inputs_sha256 != inputs_hash(current_inputs):
-        reasons.append("the recorded inputs hash does not match the inputs")
-    listed = meta.packages_sha256 is not None and header.packages_digest == meta.packages_sha256
-    if listed and not resolve:
-        # the package list is the one the lock was written with (a forger who recomputes the
-        # digest is caught by --resolve): no need to parse it
-        return CheckResult(not reasons, tuple(reasons))
-    from envfactory.build.lockreview import hand_edits, resolve_differences
-
-    explicit = {
-        p: (explicit_name(p), meta.files[explicit_name(p)])
-        for p in request.platforms
-        if explicit_name(p) in meta.files
-    }
-    lock, edits = hand_edits(path, directory, explicit)
-    if not listed and not edits:
-        edits = [
-            "the package list is not the one this lock was written with (edited by hand?)"
-            if meta.packages_sha256
-            else "the lock records no digest of its package list (made by an older envfactory)"
-        ]
-    reasons += edits
-    if resolve and not reasons:
-        reasons += resolve_differences(request, lock)
-    return CheckResult(not reasons, tuple(reasons))
-
-
-def _change(old: object, new: object) -> str:
-    """``-removed +added`` for lists of specs (the common case: one pin or addition edited),
-    else ``old -> new``."""
-    if (
-        isinstance(old, list)
-        and isinstance(new, list)
-        and all(isinstance(v, str) for v in (*old, *new))
-    ):
-        gone = [f"-{v}" for v in old if v not in new]
-        came = [f"+{v}" for v in new if v not in old]
-        if gone or came:
-            return " ".join(gone + came)
-    return f"{_short(old)} -> {_short(new)}"
-
-
-def _short(value: object) -> str:
-    if isinstance(value, list) and value and isinstance(value[0], str):
-        return " ".join(value)
-    return json.dumps(value, sort_keys=True)

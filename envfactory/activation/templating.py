@@ -17,10 +17,10 @@ if TYPE_CHECKING:  # jinja2 is imported by the commands that render, not by ever
 
 def templates_dir() -> Path:
     """The templates shipped inside the wheel, or the repository's top-level ``templates/``."""
-    packaged = Path(__file__).resolve().parent / "templates"
+    packaged = Path(__file__).resolve().parents[1] / "templates"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parents[1] / "templates"
+    return Path(__file__).resolve().parents[2] / "templates"
 
 
 _PLAIN_YAML = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:=<>!*,+/-]*")

@@ -37,9 +37,9 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from envfactory import host
-from envfactory.build.checks import LockedPackage
 from envfactory.catalog.model import Constraint, Platform, os_of
 from envfactory.errors import ToolError
+from envfactory.lockfile.models import LockedPackage
 
 UV_TIMEOUT_S = 900
 PYPI_SIMPLE = "https://pypi.org/simple"
@@ -82,7 +82,7 @@ def target_tags(platform: Platform, python: str, glibc: str | None) -> list[Tag]
 
 def _index_args(index: str | None) -> list[str]:
     if index is None:
-        from envfactory.build.netconfig import pip_indexes
+        from envfactory.netconfig import pip_indexes
 
         # the user's pip index, when pip's configuration names one, reaches uv through its
         # environment (uv_index_environment), never the command line
@@ -123,7 +123,7 @@ def _uv_environment(index: str | None = None) -> dict[str, str]:
     index settings (``netconfig.uv_index_environment``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("UV_") or k == "UV_CACHE_DIR"}
     if index is None:
-        from envfactory.build.netconfig import uv_index_environment
+        from envfactory.netconfig import uv_index_environment
 
         env.update(uv_index_environment())
     return env

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import unquote, urlsplit
 
-from envfactory.build.checks import LockedPackage
-from envfactory.build.pipcache import PipCache
-from envfactory.build.wheeltree import Tree
+from envfactory.cache.pipcache import PipCache
+from envfactory.cache.wheeltree import Tree
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
+from envfactory.lockfile.models import LockedPackage
 from envfactory.progress import Transfer
 
 Say = Callable[[str], None]
@@ -107,8 +107,8 @@ def prepare(
     ``index``: the local index the packages were relocated to, which also holds the build
     backend when there are sdists (a mirror does). ``transfer`` is told each file and the
     bytes downloaded (then ``say`` only the phases)."""
-    from envfactory.build import sdistbuild
-    from envfactory.build.pypi import is_sdist
+    from envfactory.install import sdistbuild
+    from envfactory.solve.pypi import is_sdist
 
     tell = say or (lambda _m: None)
     sdists = [p for p in packages if is_sdist(p)]
@@ -129,7 +129,7 @@ def prepare(
         transfer.start(len(wanted))
     for pkg in wanted:
         if session is None and cache.lookup(pkg) is None and not pkg.url.startswith("file:"):
-            from envfactory.build.netconfig import pip_session
+            from envfactory.netconfig import pip_session
 
             session = pip_session()
         fetched = cache.fetch(pkg, session, transfer.transferred if transfer else None)
@@ -181,8 +181,8 @@ def install(
     """Install the prepared wheels into ``staging`` (a prefix that will live at ``final``)."""
     from packaging.utils import canonicalize_name
 
-    from envfactory.build import wheeltree
-    from envfactory.build.wheelinstall import scheme
+    from envfactory.cache import wheeltree
+    from envfactory.cache.wheelinstall import scheme
 
     where = scheme(staging, final, platform, python)
     written: set[str] = set()

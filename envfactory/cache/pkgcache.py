@@ -71,11 +71,11 @@ from pathlib import Path
 from typing import IO, Any, Literal, NamedTuple, Protocol
 
 from envfactory import host
-from envfactory.build import filelock, unpack
-from envfactory.build.ownfiles import create_marker, is_own_path
-from envfactory.build.unpack import disk_full
+from envfactory.cache import filelock, unpack
+from envfactory.cache.unpack import disk_full
 from envfactory.errors import SystemFailure, ToolError, UserInputError
 from envfactory.fsio import remove_stale_temporaries, write_cached
+from envfactory.ownfiles import create_marker, is_own_path
 
 ENV_VAR = "ENVFACTORY_PKGS_DIRS"
 CONDA_ENV_VAR = "CONDA_PKGS_DIRS"
@@ -879,6 +879,18 @@ def _user(uid: int) -> str:
         return f"uid {uid}"
 
 
+def verify_file(pkg: Wanted, path: Path) -> None:
+    """Raise unless ``path`` has the lock's sha256 (preferred) or md5 for ``pkg``."""
+    if not archive_matches(pkg, path):
+        algorithm = "sha256" if pkg.sha256 else "md5"
+        raise ToolError(
+            f"{pkg.describe()}: the {algorithm} of {path} differs from the lock's "
+            f"{pkg.sha256 or pkg.md5}",
+            "the package file changed after locking; re-lock from a channel you trust, "
+            "or restore the original file",
+        )
+
+
 def archive_matches(pkg: Wanted, path: Path) -> bool:
     algorithm, expected = _expected(pkg)
     return _digest(path, algorithm) == expected
@@ -1020,7 +1032,7 @@ class PackageCache:
     def _session(self) -> Any:
         session = getattr(self._local, "session", None)
         if session is None:
-            from envfactory.build.netconfig import conda_session
+            from envfactory.netconfig import conda_session
 
             session = conda_session()  # .condarc's proxy_servers and ssl_verify
             self._local.session = session
@@ -1344,7 +1356,7 @@ class PackageCache:
 
         # Only these are preloaded: the default would import __main__ (the CLI) again; the
         # second quiets the traceback of a worker forked for a create killed meanwhile.
-        context = host.pool_context(["envfactory.build.pkgcache", "envfactory.build.orphaned"])
+        context = host.pool_context(["envfactory.cache.pkgcache", "envfactory.cache.orphaned"])
         downloaded = host.shared_counter(context) if transferred is not None else None
         reported = 0
         pool: Executor | None = None

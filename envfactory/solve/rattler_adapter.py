@@ -25,9 +25,9 @@ from rattler import (
 )
 from rattler.exceptions import GatewayError, InstallerError, InvalidMatchSpecError, SolverError
 
-from envfactory.build.checks import LockedPackage, dependency_name
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import ToolError, UserInputError
+from envfactory.lockfile.models import LockedPackage, dependency_name
 
 
 class Unsatisfiable(Exception):
@@ -253,7 +253,7 @@ def install(
     except InstallerError as exc:
         import errno
 
-        from envfactory.build.unpack import disk_full, os_error_of
+        from envfactory.cache.unpack import disk_full, os_error_of
 
         if os_error_of(str(exc)) in (errno.ENOSPC, errno.EDQUOT):
             raise disk_full("linking the packages", final_prefix or prefix) from None

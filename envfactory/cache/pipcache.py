@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from envfactory import host
-from envfactory.build.checks import LockedPackage
-from envfactory.build.pkgcache import local_path
+from envfactory.cache.pkgcache import local_path
 from envfactory.errors import ToolError, UserInputError
+from envfactory.lockfile.models import LockedPackage
 
 PIP_DIR = ".pypi"
 BUILT = "built"
@@ -126,7 +126,7 @@ class PipCache:
         """The unpacked form of ``pkg``'s wheel (``wheeltree.Tree``) under ``key``: reused when
         this user published it and nobody else can write it, else unpacked from ``wheel``
         (checked against the lock and its RECORD on the way) and published."""
-        from envfactory.build import wheeltree
+        from envfactory.cache import wheeltree
 
         entry = self.directory / UNPACKED / key
         try:
@@ -273,7 +273,7 @@ def _download(
 ) -> tuple[str, int]:
     import requests
 
-    from envfactory.build.netconfig import pip_session
+    from envfactory.netconfig import pip_session
 
     url = pkg.url
     if not url.startswith(("http://", "https://")):

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from envfactory.build.checks import LockedPackage, dependency_name
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
+from envfactory.lockfile.models import LockedPackage, dependency_name
 
 ChangeKind = Literal["added", "removed", "changed"]
 Mark = Literal["pinned", "requested", ""]
@@ -192,7 +192,7 @@ def side_from_revision(path: Path, revision: str) -> LockSide:
     does not exist at that revision is an empty side."""
     import tempfile
 
-    from envfactory.build import git_adapter
+    from envfactory.lockfile import git_adapter
 
     text = git_adapter.show_file(path, revision)
     label = f"{revision}:{path}"
@@ -205,8 +205,8 @@ def side_from_revision(path: Path, revision: str) -> LockSide:
 
 
 def _side_from_lock(path: Path, label: str, shown: str | None = None) -> LockSide:
-    from envfactory.build.lockfile import read_lock
-    from envfactory.build.lockmeta import LockMetadata
+    from envfactory.lockfile.read import read_lock
+    from envfactory.lockfile.record import LockMetadata
 
     try:
         contents = read_lock(path)

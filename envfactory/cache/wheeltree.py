@@ -25,9 +25,9 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from envfactory.build.checks import LockedPackage
-from envfactory.build.wheelinstall import INSTALLER_NAME, InstallScheme, check_metadata
+from envfactory.cache.wheelinstall import INSTALLER_NAME, InstallScheme, check_metadata
 from envfactory.errors import ToolError
+from envfactory.lockfile.models import LockedPackage
 
 MANIFEST = "manifest.json"
 FILES = "files"

@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from urllib.parse import unquote
 
-from envfactory.build.checks import LockedPackage, dependency_name
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
+from envfactory.lockfile.models import LockedPackage, dependency_name
 
 if TYPE_CHECKING:
-    from envfactory.build.lockmeta import LockMetadata
+    from envfactory.lockfile.record import LockMetadata
 
 LOCK_HINT = (
     "regenerate it with 'envfactory lock' (a lock from a pull request is untrusted input; "
@@ -631,7 +631,7 @@ def _check_custom_metadata(custom: Mapping[str, str], path: Path) -> LockMetadat
     """envfactory's record in the lock, read the way create, mirror, kernel and --check read it
     (``LockMetadata``: its JSON parses), then held to where its values go
     (``lockmeta.check_record``, which ``lock --check`` applies too)."""
-    from envfactory.build.lockmeta import LockMetadata, check_record
+    from envfactory.lockfile.record import LockMetadata, check_record
 
     meta = LockMetadata.from_custom_metadata(custom, where=str(path))
     check_record(meta, str(path))

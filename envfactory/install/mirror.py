@@ -32,15 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from envfactory.build.channels import ChannelMap
-from envfactory.build.checks import LockedPackage
-from envfactory.build.create import verify_file
-from envfactory.build.lockmeta import LockMetadata
-from envfactory.build.pkgcache import PackageCache, local_path
-from envfactory.build.pypi import is_sdist
+from envfactory.cache.pkgcache import PackageCache, local_path, verify_file
 from envfactory.catalog.model import Platform
 from envfactory.errors import ToolError, UserInputError
+from envfactory.lockfile.models import LockedPackage
+from envfactory.lockfile.record import LockMetadata
 from envfactory.progress import Progress, SilentTransfer, Transfer
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.pypi import is_sdist
 
 if TYPE_CHECKING:
     import requests
@@ -97,7 +96,7 @@ def relative_path(pkg: LockedPackage) -> str:
                 "the lock is damaged or crafted; re-lock it",
             )
         return f"{PIP_FILES}/{pkg.filename}"
-    from envfactory.build.pkgcache import archive_name
+    from envfactory.cache.pkgcache import archive_name
 
     subdir = pkg.subdir or pkg.url.rsplit("/", 2)[-2]
     if subdir not in known_subdirs():
@@ -120,8 +119,8 @@ def mirror_lock(
 ) -> MirrorResult:
     """Download exactly the packages of ``lock_path`` (all its platforms unless ``platforms``),
     check each against the lock's hash, and index ``directory`` as a channel."""
-    from envfactory.build import rattler_adapter
-    from envfactory.build.lockfile import read_lock
+    from envfactory.lockfile.read import read_lock
+    from envfactory.solve import rattler_adapter
 
     say = progress or (lambda _m: None)
     lock = read_lock(lock_path)
@@ -139,7 +138,7 @@ def mirror_lock(
             # a noarch package is listed once per platform: one file
             wanted.setdefault(relative_path(pkg), pkg)
     if any(is_sdist(p) for p in wanted.values()):
-        from envfactory.build.sdistbuild import backend_package
+        from envfactory.install.sdistbuild import backend_package
 
         backend = backend_package(chosen[0])  # what create builds the sdists with, offline
         wanted.setdefault(relative_path(backend), backend)
@@ -282,7 +281,7 @@ def _through_pip_cache(
 ) -> Outcome:
     """A pip file from the package cache, fetched into it first when missing (checked against
     the lock's sha256 there), then copied to ``dest`` under a ``.part`` name."""
-    from envfactory.build.pipcache import PipCache
+    from envfactory.cache.pipcache import PipCache
 
     fetched = PipCache(cache.root).fetch(pkg, on_bytes=transferred)
     part = dest.with_name(dest.name + ".part")

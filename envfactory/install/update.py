@@ -26,11 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
-from envfactory.build.channels import ChannelMap
-from envfactory.build.checks import LockedPackage
-from envfactory.build.create import MARKER, CreateResult, create_environment
-from envfactory.build.diff import LockDiff, LockSide, compare
-from envfactory.build.pkgcache import (
+from envfactory.cache.pkgcache import (
     CacheProgress,
     PackageCache,
     UnsafePackage,
@@ -38,7 +34,11 @@ from envfactory.build.pkgcache import (
 )
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
+from envfactory.install.create import MARKER, CreateResult, create_environment
+from envfactory.lockfile.diff import LockDiff, LockSide, compare
+from envfactory.lockfile.models import LockedPackage
 from envfactory.progress import Progress
+from envfactory.solve.channels import ChannelMap
 
 
 class UpdateResult(NamedTuple):
@@ -60,7 +60,7 @@ def update_environment(
     allow_build: Sequence[str] = (),
 ) -> UpdateResult:
     """Bring the environment at ``prefix`` (made by ``envfactory create``) to ``lock_path``."""
-    from envfactory.build.lockfile import read_lock
+    from envfactory.lockfile.read import read_lock
 
     say = progress or (lambda _m: None)
     prefix = prefix.expanduser().absolute()
@@ -126,7 +126,7 @@ def _marker(prefix: Path) -> dict[str, str]:
 
 
 def _records(prefix: Path) -> list[tuple[Path, dict[str, Any]]]:
-    from envfactory.build.verify import read_record
+    from envfactory.install.verify import read_record
 
     meta = prefix / "conda-meta"
     return [(p, read_record(p)) for p in sorted(meta.glob("*.json")) if p.name != MARKER]
@@ -136,7 +136,7 @@ def _installed(prefix: Path, platform: Platform, wanted: Sequence[LockedPackage]
     """The environment as a side of a comparison: its conda records, and its pip
     distributions (by name and version: a pip package that the lock holds at the same version
     is the lock's file)."""
-    from envfactory.build.verify import _pip_records
+    from envfactory.install.verify import _pip_records
 
     packages: list[LockedPackage] = []
     for _, rec in _records(prefix):
@@ -249,6 +249,6 @@ def _seed(old: Path, staging: Path, keep: Sequence[tuple[Path, dict[str, Any]]])
 
 def describe(changes: LockDiff) -> list[str]:
     """The lines ``create --update`` prints: the change per platform, as ``diff`` prints it."""
-    from envfactory.build.diff import to_text
+    from envfactory.lockfile.diff import to_text
 
     return to_text(changes, header=False)

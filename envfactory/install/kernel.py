@@ -59,7 +59,7 @@ class EnvironmentFacts:
 
 def read_facts(prefix: Path) -> EnvironmentFacts:
     from envfactory import untrusted
-    from envfactory.build.create import MARKER
+    from envfactory.install.create import MARKER
 
     marker = prefix / "conda-meta" / MARKER
     if not marker.is_file():
@@ -92,8 +92,8 @@ def _read(path: Path) -> str:
 
 
 def _combo_from_lock(lock: Path) -> str:
-    from envfactory.build import condalock_adapter
-    from envfactory.build.lockmeta import LockMetadata
+    from envfactory.lockfile import condalock_adapter
+    from envfactory.lockfile.record import LockMetadata
 
     meta = condalock_adapter.read_lock(lock).custom_metadata
     combo = LockMetadata.from_custom_metadata(meta, where=str(lock)).combo
@@ -300,7 +300,7 @@ def install_kernel(
     if target == "env":
         # the prefix is untrusted (a package may have installed share/jupyter as a link):
         # every directory down to the kernel's must be a real one, made here if missing
-        from envfactory.build.ownfiles import real_directories
+        from envfactory.ownfiles import real_directories
 
         real_directories(facts.prefix, "/".join((*KERNELS, chosen)))
     owner = _owner(path)

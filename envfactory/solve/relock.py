@@ -16,9 +16,9 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from envfactory.build.checks import LockedPackage
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
+from envfactory.lockfile.models import LockedPackage
 
 
 class Previous(NamedTuple):
@@ -40,7 +40,7 @@ def previous_lock(lock_file: Path) -> Previous:
     lock does not depend on it."""
     if not lock_file.is_file():
         return Previous(lock_file, {})
-    from envfactory.build.lockfile import read_lock
+    from envfactory.lockfile.read import read_lock
 
     try:
         contents = read_lock(lock_file)
