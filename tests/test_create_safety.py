@@ -27,22 +27,14 @@ from pathlib import Path
 import pytest
 from crafted import Crafted, crafted_lock, write_crafted, write_lock
 
-from envfactory.cache.pkgcache import (
-    STAGING,
-    CacheLocation,
-    EntrySummary,
-    PackageCache,
-    Staging,
-    UnsafePackage,
-    interrupts_deferred,
-    read_summary,
-)
+from envfactory.cache.layout import STAGING
+from envfactory.cache.pathcheck import Linked, UnsafePackage, check_installed, file_inodes
+from envfactory.cache.pkgcache import CacheLocation, PackageCache
+from envfactory.cache.staging import Staging, interrupts_deferred
+from envfactory.cache.summary import EntrySummary, read_summary
 from envfactory.errors import ToolError, UserInputError
 from envfactory.install.create import (
-    Linked,
-    _file_inodes,
     _to_the_end,
-    check_installed,
     check_pip_packages,
     create_environment,
 )
@@ -690,7 +682,7 @@ def test_the_summary_lists_what_the_check_walks(tmp_path: Path) -> None:
     assert summary.complete
     assert summary.inodes == frozenset(files.values())
     # what the check walks when it has no summary: every regular file, info/ included
-    assert _file_inodes(source) == {
+    assert file_inodes(source) == {
         p.stat().st_ino for p in Path(source).rglob("*") if p.is_file() and not p.is_symlink()
     }
     # hard links: the prefix's files are those inodes
@@ -859,8 +851,8 @@ def test_processes_started_while_interrupts_are_deferred_start_with_them_blocked
     assert not wanted & set(json.loads(mask_of(probe)[0]))
     worker = mask_of(
         "import os, signal\n"
-        "from envfactory.cache.pkgcache import _worker_init\n"
-        "_worker_init(os.getppid())\n"
+        "from envfactory.cache.pool import worker_init\n"
+        "worker_init(os.getppid())\n"
         f"print({blocked})\n"
         "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n",
         preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, wanted),

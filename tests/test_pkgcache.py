@@ -17,27 +17,19 @@ from crafted import Crafted, crafted_lock, write_crafted, write_lock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envfactory.cache.pkgcache import (
-    MARKER,
-    MEMO,
-    STAGING,
-    SUMMARY,
-    CacheLocation,
-    EntrySummary,
-    PackageCache,
-    Staging,
+from envfactory.cache.layout import MEMO, STAGING, default_root
+from envfactory.cache.pathcheck import (
     UnsafePackage,
-    _parse_paths_one_by_one,
-    cache_location,
     check_all_relative,
     check_links_across,
     check_relative,
-    default_root,
     parse_paths,
-    read_summary,
+    parse_paths_one_by_one,
     summarize,
-    sweep_stale,
 )
+from envfactory.cache.pkgcache import CacheLocation, PackageCache, cache_location
+from envfactory.cache.staging import MARKER, Staging, sweep_stale
+from envfactory.cache.summary import SUMMARY, EntrySummary, read_summary
 from envfactory.errors import ToolError, UserInputError
 from envfactory.install.create import create_environment
 from envfactory.install.verify import verify_environment
@@ -352,7 +344,8 @@ def _forkserver_workers() -> int:
 def test_extraction_runs_on_a_pool_of_about_the_core_count(tmp_path: Path) -> None:
     """Misses are extracted by worker processes (rattler's extraction holds the GIL): never
     more than workers() at once, and more than one when there are cores for it."""
-    from envfactory.cache.pkgcache import callbacks, workers
+    from envfactory.cache.pkgcache import callbacks
+    from envfactory.cache.pool import workers
 
     many = [Crafted(f"q{i:02d}", files=payload(f"q{i:02d}", 40)) for i in range(3 * workers() + 5)]
     lock = crafted_lock(tmp_path, many)
@@ -421,7 +414,7 @@ def test_parse_paths_bulk_check_gives_the_one_by_one_verdict(raws: list[object])
     """parse_paths checks in bulk first and falls back to the entry-by-entry check: the same
     entries, or the same refusal, as checking each entry on its own."""
     try:
-        expected: object = _parse_paths_one_by_one("p 1.0 h0", raws)
+        expected: object = parse_paths_one_by_one("p 1.0 h0", raws)
     except UnsafePackage as exc:
         expected = exc.message
     try:
@@ -449,12 +442,12 @@ def test_a_warm_create_reads_the_summaries_not_paths_json(
     assert doc["links"] == ["lib/libw.so"] and doc["parents"] == ["lib"]
     assert doc["size"] == len(b"\x7fELF stub\n")
 
-    from envfactory.cache import pkgcache
+    from envfactory.cache import pathcheck
 
     def no_parse(*_args: object) -> None:
         raise AssertionError("paths.json parsed on a warm create")
 
-    monkeypatch.setattr(pkgcache, "read_paths", no_parse)
+    monkeypatch.setattr(pathcheck, "read_paths", no_parse)
     result = create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
     assert result.from_cache == 5
     assert verify_environment(tmp_path / "b").identical
@@ -537,7 +530,7 @@ def test_summaries_give_the_verdicts_of_the_entries(tmp_path: Path) -> None:
     def entry(pkg: Crafted) -> tuple[Path, EntrySummary]:
         directory = tmp_path / "x" / pkg.name
         extract(tmp_path / "ch" / "linux-64" / pkg.filename, directory)
-        from envfactory.cache.pkgcache import read_paths
+        from envfactory.cache.pathcheck import read_paths
 
         return directory, summarize(directory, read_paths(pkg.name, directory))
 
@@ -595,7 +588,7 @@ def test_the_cache_imports_nothing_posix_only_at_module_level() -> None:
         "import sys\n"
         "for name in ('fcntl', 'pwd', 'grp', 'termios', 'resource'):\n"
         "    sys.modules[name] = None\n"
-        "import envfactory.cache.pkgcache, envfactory.cache.filelock\n"
+        "import envfactory.cache.pkgcache, envfactory.cache.filelock, envfactory.cache.pool\n"
         "import envfactory.cache.unpack, envfactory.ownfiles, envfactory.install.create\n"
         "print('imported')\n"
     )

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from envfactory import host
-from envfactory.cache.pkgcache import local_path
+from envfactory.cache.fetch import local_path
 from envfactory.errors import ToolError, UserInputError
 from envfactory.lockfile.models import LockedPackage
 

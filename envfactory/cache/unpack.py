@@ -50,6 +50,17 @@ def digests(path: Path) -> tuple[str, str]:
     return sha.hexdigest(), md5.hexdigest()
 
 
+def file_digest(path: Path | str, algorithm: str) -> str:
+    """The hex digest of a file (``sha256``, ``md5``)."""
+    import hashlib  # ~1 ms of OpenSSL set-up that a warm create never needs
+
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as handle:  # noqa: PTH123 (a str path: runs once per checked file)
+        for block in iter(lambda: handle.read(CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def os_error_of(message: str) -> int | None:
     """The errno a py-rattler error message carries (``... (os error 28)``), if any."""
     found = _OS_ERROR.findall(message)

@@ -21,7 +21,7 @@
 Any failure or interrupt (SIGINT, SIGTERM, SIGHUP) waits for the threads that write into the
 staging directory and removes it. A kill -9 cannot be caught: the staging directory carries a
 marker whose ``flock`` dies with the process, and the next create next to the same prefix
-removes it (``pkgcache.sweep_stale``).
+removes it (``staging.sweep_stale``).
 
 Files and directories get the modes the umask gives (0644/0755 under umask 022), the
 ``conda-meta`` records and activation scripts included.
@@ -45,33 +45,21 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from envfactory import host, ownfiles
-from envfactory.cache.pkgcache import (
-    INTERRUPTS,
-    CacheProgress,
-    EntrySummary,
-    PackageCache,
-    Staging,
-    UnsafePackage,
-    check_all_relative,
-    check_link_target,
-    check_links_across,
-    handling,
-    saying_waits,
-    sweep_stale,
-    tree,
-)
+from envfactory.cache.pathcheck import OWN_RECORD, Linked, check_installed, check_links_across
+from envfactory.cache.pkgcache import CacheProgress, PackageCache, saying_waits
+from envfactory.cache.staging import INTERRUPTS, Staging, handling, sweep_stale
 from envfactory.catalog.platforms import Platform, host_platform
-from envfactory.errors import ToolError, UserInputError
+from envfactory.errors import UserInputError
 from envfactory.lockfile.models import LockedPackage
 from envfactory.lockfile.record import LockMetadata
 from envfactory.progress import Progress, Transfer
 from envfactory.solve.channels import ChannelMap
 from envfactory.untrusted import PIP_NAME, SHA256, TOKEN_PLACEHOLDER, redact_url
 
-MARKER = "envfactory.json"  # conda-meta/envfactory.json: which lock built this prefix
+MARKER = OWN_RECORD  # conda-meta/envfactory.json: which lock built this prefix
 _PIP_URL = re.compile(r"\A(?:https?|file)://[^\s\x00-\x1f\x7f]+\Z")
 
 
@@ -429,177 +417,6 @@ def _import_the_rest() -> None:
     from envfactory.activation.templating import environment
 
     environment()
-
-
-def _file_inodes(root: str) -> set[int]:
-    """The inodes of the regular files under ``root`` (symlinks not followed)."""
-    return {inode for kind, inode in tree(root).values() if kind == "file"}
-
-
-class Linked(NamedTuple):
-    """What a package of the new prefix was linked from: the cache entry's directory and, when
-    the caller has it, the entry's summary (``pkgcache.EntrySummary``; without one the entry
-    is walked here)."""
-
-    source: str
-    summary: EntrySummary | None = None
-
-
-def check_installed(prefix: Path, linked: Mapping[str, Linked]) -> None:
-    """Every file the conda packages installed: inside the prefix and under no symlink; a file
-    is the cache's (a hard link to a file of the entry it was linked from, checked on its way
-    in) or has the listed sha256 and size (``sha256_in_prefix`` where the prefix was patched
-    in); a symlink points inside the prefix. ``linked`` holds each package by the name of the
-    record rattler writes for it in ``conda-meta/`` (``<name>-<version>-<build>``); a record
-    of anything else, or a package without one, is an error.
-
-    The prefix is walked once with ``scandir`` (``pkgcache.tree``: the kind and inode of every
-    entry come with the directory listing), not one ``lstat`` per file: this runs on every
-    create, over every file of the environment. A package whose summary is ``complete`` is
-    proven from the summary alone when every listed file is at its path as the inode it has in
-    the entry and every listed symlink is a symlink pointing inside the prefix; its record is
-    not read (most packages, most of the bytes of ``conda-meta/``). Any other package, and one
-    that differs in any way, is checked path by path against its record (written by rattler
-    from ``paths.json``)."""
-    meta = prefix / "conda-meta"
-    names = {p.name[:-5] for p in meta.iterdir() if p.suffix == ".json" and p.name != MARKER}
-    if names - linked.keys():
-        raise ToolError(
-            f"conda-meta/{min(names - linked.keys())}.json: a record of a package that create "
-            "did not link",
-            "report this as a bug in envfactory",
-        )
-    if linked.keys() - names:
-        raise ToolError(
-            f"conda-meta/ has no record of {min(linked.keys() - names)} after linking",
-            "report this as a bug in envfactory",
-        )
-    root = os.fspath(prefix)
-    installed = tree(root)  # relative path -> (kind, inode), real directories only
-    device = prefix.stat().st_dev
-    devices: dict[str, int] = {}  # the device of each cache directory
-    for name, (source, summary) in linked.items():
-        parent = source.rpartition("/")[0]
-        if parent not in devices:
-            devices[parent] = Path(parent).stat().st_dev
-        linkable = devices[parent] == device  # elsewhere rattler copies: no inode is the entry's
-        if (
-            linkable
-            and summary is not None
-            and summary.complete
-            and _proven(root, installed, name, summary)
-        ):
-            continue
-        path = meta / f"{name}.json"
-        try:
-            record = json.loads(path.read_bytes())
-        except ValueError:
-            record = None
-        if not isinstance(record, dict):
-            raise ToolError(
-                f"conda-meta/{path.name} is not a record rattler wrote (not a JSON object)",
-                "report this as a bug in envfactory",
-            )
-        recorded = record.get("extracted_package_dir") or (record.get("link") or {}).get("source")
-        if recorded is None or os.fspath(Path(recorded)) != os.fspath(Path(source)):
-            raise ToolError(
-                f"{path.name}: linked from {recorded}, not from the checked cache entry",
-                "report this as a bug in envfactory",
-            )
-        if not linkable:
-            inodes: frozenset[int] | set[int] = set()
-        elif summary is not None:
-            inodes = summary.inodes
-        else:
-            inodes = _file_inodes(source)
-        _check_record(root, installed, record, inodes)
-
-
-def _proven(
-    root: str, installed: Mapping[str, tuple[str, int]], name: str, summary: EntrySummary
-) -> bool:
-    """Whether the prefix holds the package exactly as its entry's summary lists it: each file
-    at its path as the entry's inode, each symlink a symlink (pointing inside the prefix: an
-    error otherwise)."""
-    for rel, inode in summary.files:
-        if installed.get(rel) != ("file", inode):
-            return False
-    for rel in summary.links:
-        found = installed.get(rel)
-        if found is None or found[0] != "link":
-            return False
-        check_link_target(name, rel, os.readlink(f"{root}/{rel}"))  # noqa: PTH115
-    return True
-
-
-def _check_record(
-    root: str,
-    installed: Mapping[str, tuple[str, int]],
-    record: Mapping[str, Any],
-    linked: frozenset[int] | set[int],
-) -> None:
-    """The paths of one record in ``conda-meta/`` against the prefix (``installed``); a
-    regular file whose inode is in ``linked`` is the cache entry's own."""
-    from envfactory.cache.pkgcache import _digest
-
-    what = f"{record['name']} {record['version']} {record['build']}"
-    entries = (record.get("paths_data") or {}).get("paths", [])
-    check_all_relative(what, [raw["_path"] for raw in entries])
-    for raw in entries:
-        rel = raw["_path"]
-        found = installed.get(rel)
-        if found is None:
-            parent = rel.rpartition("/")[0]
-            while parent and parent not in installed:
-                parent = parent.rpartition("/")[0]
-            if parent and installed[parent][0] != "dir":
-                raise UnsafePackage(
-                    f"{parent} in the new prefix is not a directory but {what} has files under it",
-                    "a package installs a symlink where another has a directory; re-lock",
-                )
-            raise UnsafePackage(f"{what}: {rel} is missing after linking", "report this as a bug")
-        kind, inode = found
-        path_type = raw.get("path_type", "hardlink")
-        if (
-            kind == "file"
-            and path_type == "hardlink"
-            and inode in linked
-            and not raw.get("prefix_placeholder")
-        ):
-            continue  # the cache's own file (most of them): checked on its way in
-        full = f"{root}/{rel}"  # plain strings: this runs once per installed file
-        if path_type == "softlink":
-            if kind != "link":
-                raise UnsafePackage(f"{what}: {rel} should be a symlink", "re-lock")
-            check_link_target(what, rel, os.readlink(full))  # noqa: PTH115
-            continue
-        if path_type == "directory":
-            if kind != "dir":
-                raise UnsafePackage(f"{what}: {rel} should be a directory", "re-lock")
-            continue
-        if kind == "link":
-            check_link_target(what, rel, os.readlink(full))  # noqa: PTH115
-            continue
-        if kind != "file":
-            raise UnsafePackage(f"{what}: {rel} is not a regular file after linking", "")
-        if path_type != "hardlink":
-            continue  # python entry points, .pyc: written by rattler, not in paths.json
-        if raw.get("prefix_placeholder"):
-            expected = raw.get("sha256_in_prefix") or raw.get("sha256")
-        else:
-            expected = raw.get("sha256")
-            size = raw.get("size_in_bytes")
-            st = os.lstat(full)
-            if size is not None and st.st_size != size:
-                raise UnsafePackage(
-                    f"{what}: {rel} has {st.st_size} bytes after linking, paths.json says {size}",
-                    "the cache entry changed; 'envfactory cache clean' and run again",
-                )
-        if expected and _digest(Path(full), "sha256") != expected:
-            raise UnsafePackage(
-                f"{what}: the sha256 of {rel} after linking differs from paths.json",
-                "the cache entry changed; 'envfactory cache clean' and run again",
-            )
 
 
 def _apply_umask(prefix: Path, written: Sequence[Path], umask: int) -> None:

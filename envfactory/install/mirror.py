@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from envfactory.cache.pkgcache import PackageCache, local_path, verify_file
+from envfactory.cache.fetch import local_path, verify_file
+from envfactory.cache.pkgcache import PackageCache
 from envfactory.catalog.model import Platform
 from envfactory.errors import ToolError, UserInputError
 from envfactory.lockfile.models import LockedPackage
@@ -96,7 +97,7 @@ def relative_path(pkg: LockedPackage) -> str:
                 "the lock is damaged or crafted; re-lock it",
             )
         return f"{PIP_FILES}/{pkg.filename}"
-    from envfactory.cache.pkgcache import archive_name
+    from envfactory.cache.layout import archive_name
 
     subdir = pkg.subdir or pkg.url.rsplit("/", 2)[-2]
     if subdir not in known_subdirs():

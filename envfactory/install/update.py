@@ -26,12 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
-from envfactory.cache.pkgcache import (
-    CacheProgress,
-    PackageCache,
-    UnsafePackage,
-    check_all_relative,
-)
+from envfactory.cache.pathcheck import UnsafePackage, check_all_relative
+from envfactory.cache.pkgcache import CacheProgress, PackageCache
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
 from envfactory.install.create import MARKER, CreateResult, create_environment

@@ -233,7 +233,7 @@ def _paths_of(record: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 def check_files(prefix: Path) -> tuple[list[FileProblem], list[FileProblem], int]:
     """Missing and altered files of the conda packages, and how many files were checked."""
-    from envfactory.cache.pkgcache import check_relative
+    from envfactory.cache.pathcheck import check_relative
 
     missing: list[FileProblem] = []
     altered: list[FileProblem] = []
