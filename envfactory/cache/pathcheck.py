@@ -34,10 +34,9 @@ from envfactory.ownfiles import is_own_path
 OWN_RECORD = "envfactory.json"  # conda-meta/envfactory.json: create's own, not rattler's
 _HEX = re.compile(r"\A[0-9a-f]+\Z")
 PATH_TYPES = frozenset({"hardlink", "softlink", "directory"})
-# check_relative runs once per file of every package: one regex each instead of a loop
+# words a refusal of one path (_why_outside)
 _DRIVE_OR_CONTROL = re.compile(r"\A[A-Za-z]:|[\x00-\x1f]")
-_DOT_COMPONENT = re.compile(r"(?:\A|/)\.{0,2}(?:/|\Z)")  # an empty, '.' or '..' component
-# The same checks over many paths joined by line breaks (check_all_relative): substring tests
+# The check of many paths joined by line breaks (_all_relative): substring tests
 # and searches that start at one literal character, which re finds quickly; one regex with
 # alternatives anchored at every line start took 3x as long (~10^5 paths per TF stack).
 _ANY_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f]")  # every control character but the break
@@ -72,22 +71,29 @@ def _refuse(what: str, entry: str, why: str) -> UnsafePackage:
 def check_relative(what: str, path: str) -> None:
     """``path`` stays inside the prefix on every platform: relative, forward slashes only,
     no empty, ``.`` or ``..`` component, no drive, no NUL or control character."""
-    if not path or path.startswith("/") or "\\" in path:
-        raise _refuse(what, path, "is empty, absolute or holds a backslash")
-    if _DRIVE_OR_CONTROL.search(path):
-        raise _refuse(what, path, "names a drive or holds a control character")
-    if _DOT_COMPONENT.search(path):
-        raise _refuse(what, path, "has an empty, '.' or '..' component")
+    check_all_relative(what, [path])
 
 
 def check_all_relative(what: str, paths: Sequence[str]) -> None:
     """``check_relative`` of every path, in one regex search over all of them (a package's
     paths are checked on every create: one search instead of two per file); when the search
-    finds something, each path is checked on its own, so the error names the first bad one."""
-    if _all_relative(paths):
+    finds something, the same rule is applied to each path on its own, so the error names the
+    first bad one. (One rule, ``_all_relative``; ``_why_outside`` only words the refusal.)"""
+    if not paths or _all_relative(paths):
         return
     for path in paths:
-        check_relative(what, path)
+        if not _all_relative([path]):
+            raise _refuse(what, path, _why_outside(path))
+    raise _refuse(what, paths[0], "is not a relative path inside the prefix")  # not reached
+
+
+def _why_outside(path: str) -> str:
+    """Why ``_all_relative`` refuses the one path ``path``, in words."""
+    if not path or path.startswith("/") or "\\" in path:
+        return "is empty, absolute or holds a backslash"
+    if _DRIVE_OR_CONTROL.search(path):
+        return "names a drive or holds a control character"
+    return "has an empty, '.' or '..' component"
 
 
 def _all_relative(paths: Sequence[str]) -> bool:
