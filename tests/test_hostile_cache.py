@@ -252,6 +252,62 @@ def test_an_archive_that_expands_beyond_its_paths_json_is_refused_before_it_fill
     assert not (tmp_path / "env").exists()
 
 
+def _reordered(path: Path, first: str) -> None:
+    """Rewrite the .tar.bz2 at ``path`` with its member ``first`` ahead of all the others."""
+    with tarfile.open(path, "r:bz2") as tar:
+        members = [(m, tar.extractfile(m).read() if m.isfile() else None) for m in tar.getmembers()]  # type: ignore[union-attr]
+    members.sort(key=lambda item: item[0].name != first)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:bz2") as out:
+        for member, data in members:
+            out.addfile(member, io.BytesIO(data) if data is not None else None)
+    path.write_bytes(buffer.getvalue())
+
+
+@pytest.mark.parametrize("order", ["info-first", "package-first"])
+@pytest.mark.parametrize(
+    ("declared", "actual", "refused"),
+    [
+        (10, 10, None),
+        (10, 11, "holds 11 bytes, paths.json declares 10"),
+        (10, 32 << 20, "share/blob"),
+    ],
+)
+def test_a_tar_bz2_is_bounded_in_one_pass_with_the_section_readers_verdict(
+    tmp_path: Path, order: str, declared: int, actual: int, refused: str | None
+) -> None:
+    """A .tar.bz2 is read once for its bounds (info/ first, as conda-build writes it), with the
+    verdict py-rattler's section reader gives; with a package member ahead of paths.json the
+    one pass cannot know its bound, and the section reader decides."""
+    from envfactory.cache import unpack
+
+    path, _pkg = bomb(tmp_path / "channel", "bomb", declared=declared, actual=actual)
+    if order == "package-first":
+        _reordered(path, "share/blob")
+    verdicts = []
+    for reader in (unpack.check_bounds, unpack._bounds_by_section):
+        try:
+            if reader is unpack.check_bounds:
+                unpack.check_bounds("bomb", path)
+            else:
+                unpack._bounds_by_section(
+                    "bomb", path, unpack.SLACK_RATIO * path.stat().st_size + unpack.SLACK_BYTES
+                )
+            verdicts.append(None)
+        except unpack.ArchiveTooLarge as exc:
+            verdicts.append(exc.message)
+    assert verdicts[0] == verdicts[1]
+    if refused is None:
+        assert verdicts[0] is None
+    else:
+        assert verdicts[0] is not None and refused in verdicts[0]
+    budget = unpack.SLACK_RATIO * path.stat().st_size + unpack.SLACK_BYTES
+    if order == "package-first" and refused is None:
+        assert not unpack._bounds_in_one_pass("bomb", path, budget)  # left to the section reader
+    elif order == "info-first" and refused is None:
+        assert unpack._bounds_in_one_pass("bomb", path, budget)
+
+
 def test_an_archive_with_the_wrong_hash_is_not_unpacked(tmp_path: Path) -> None:
     """The hash is checked before extraction: an archive that differs from the lock leaves no
     extracted byte anywhere, however far it would expand."""

@@ -3,8 +3,8 @@
 1. ``digests``: the archive's sha256 and md5 in one pass; the caller compares them with the
    lock's *before* anything is unpacked (an archive that differs from the lock is never
    opened as an archive);
-2. ``check_bounds``: the archive's members, read by py-rattler's streaming reader without
-   writing them, against the package's own ``info/paths.json``: a member paths.json lists
+2. ``check_bounds``: the archive's members, read without writing them (a ``.tar.bz2`` as one
+   stream, in one pass; a ``.conda`` by py-rattler's section reader), against the package's own ``info/paths.json``: a member paths.json lists
    with a size must have that size, and what paths.json does not bound (unlisted members,
    entries without a size, the ``info/`` section) may add up to ``SLACK_RATIO`` times the
    archive's size plus ``SLACK_BYTES``. The first member past a bound stops the read, so a
@@ -85,55 +85,109 @@ def _too_large(what: str, member: str, why: str) -> ArchiveTooLarge:
 
 def check_bounds(what: str, archive: Path) -> None:
     """Raise ``ArchiveTooLarge`` when the archive's members exceed what its paths.json
-    declares (module docstring, step 2); nothing is written."""
+    declares (module docstring, step 2); nothing is written. A ``.tar.bz2`` is read once, as
+    one stream (``_bounds_in_one_pass``); py-rattler's section reader, which this falls back to
+    (and which reads a ``.conda``'s small info/ member on its own), decompresses a
+    ``.tar.bz2`` once per section and once more for paths.json."""
+    budget = SLACK_RATIO * archive.stat().st_size + SLACK_BYTES
+    if archive.name.endswith(".tar.bz2") and _bounds_in_one_pass(what, archive, budget):
+        return
+    _bounds_by_section(what, archive, budget)
+
+
+def _declared_sizes(raw: bytes | None) -> dict[str, int | None]:
+    """Each path paths.json lists, with its size where it declares one (malformed: none;
+    ``check_extracted`` refuses it with its own message)."""
+    declared: dict[str, int | None] = {}
+    if raw is None:
+        return declared
+    try:
+        for item in json.loads(raw).get("paths", []):
+            size = item.get("size_in_bytes")
+            declared[str(item["_path"])] = size if isinstance(size, int) else None
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return {}
+    return declared
+
+
+def _charge(what: str, name: str, size: int, declared: dict[str, int | None], budget: int) -> int:
+    """The budget left after the member ``name`` of ``size`` bytes (a member of the package,
+    not of info/): one paths.json lists with a size must have that size and costs nothing;
+    any other is charged."""
+    bound = declared.get(name)
+    if bound is not None:
+        if size != bound:
+            raise _too_large(what, name, f"holds {size} bytes, paths.json declares {bound}")
+        return budget
+    budget -= size
+    if budget < 0:
+        raise _too_large(
+            what,
+            name,
+            f"({size} bytes) is not bounded by paths.json and passes the "
+            f"{SLACK_RATIO}x-the-archive allowance",
+        )
+    return budget
+
+
+def _charge_info(what: str, name: str, size: int, budget: int) -> int:
+    budget -= size
+    if budget < 0:
+        raise _too_large(
+            what,
+            name,
+            f"({size} bytes) brings the info/ section past the {SLACK_RATIO}x-the-archive "
+            "allowance",
+        )
+    return budget
+
+
+def _bounds_in_one_pass(what: str, archive: Path, budget: int) -> bool:
+    """The bounds of a ``.tar.bz2`` in one read of its stream, the way the section reader
+    applies them, when the archive holds its info/ members (paths.json among them) before the
+    package's (conda-build writes them first). False, having charged nothing it could not
+    know, when a package member comes before paths.json: the caller then reads by section."""
+    import tarfile
+
+    declared: dict[str, int | None] | None = None
+    try:
+        with tarfile.open(archive, "r|bz2", bufsize=CHUNK) as tar:
+            for member in tar:
+                if not member.isfile():
+                    continue
+                name, size = member.name, member.size
+                if name.startswith("info/"):
+                    budget = _charge_info(what, name, size, budget)
+                    if name == "info/paths.json":
+                        handle = tar.extractfile(member)
+                        declared = _declared_sizes(handle.read() if handle else None)
+                    continue
+                if declared is None:
+                    return False  # a package member before paths.json
+                budget = _charge(what, name, size, declared, budget)
+    except ArchiveTooLarge:
+        raise
+    except (tarfile.TarError, OSError, EOFError, ValueError):
+        return False  # the section reader says what is wrong with it, in rattler's words
+    return declared is not None
+
+
+def _bounds_by_section(what: str, archive: Path, budget: int) -> None:
+    """The bounds read by py-rattler's section reader: info/ first, then the package."""
     import asyncio
 
     from rattler.package_streaming import PackageArchive
-
-    budget = SLACK_RATIO * archive.stat().st_size + SLACK_BYTES
 
     async def run() -> None:
         nonlocal budget
         package = await PackageArchive.from_path(archive)
         async for entry in package.stream("info"):
             if entry.is_file:
-                budget -= entry.size
-                if budget < 0:
-                    raise _too_large(
-                        what,
-                        entry.name,
-                        f"({entry.size} bytes) brings the info/ section past the "
-                        f"{SLACK_RATIO}x-the-archive allowance",
-                    )
-        raw = await package.read_file("info/paths.json")
-        declared: dict[str, int | None] = {}
-        if raw is not None:
-            try:
-                doc = json.loads(raw)
-                for item in doc.get("paths", []):
-                    size = item.get("size_in_bytes")
-                    declared[str(item["_path"])] = size if isinstance(size, int) else None
-            except (ValueError, TypeError, KeyError, AttributeError):
-                declared = {}  # check_extracted refuses it with its own message
+                budget = _charge_info(what, entry.name, entry.size, budget)
+        declared = _declared_sizes(await package.read_file("info/paths.json"))
         async for entry in package.stream("pkg"):
-            if not entry.is_file:
-                continue
-            name = entry.name
-            size = declared.get(name)
-            if size is not None:
-                if entry.size != size:
-                    raise _too_large(
-                        what, name, f"holds {entry.size} bytes, paths.json declares {size}"
-                    )
-                continue
-            budget -= entry.size
-            if budget < 0:
-                raise _too_large(
-                    what,
-                    name,
-                    f"({entry.size} bytes) is not bounded by paths.json and passes the "
-                    f"{SLACK_RATIO}x-the-archive allowance",
-                )
+            if entry.is_file:
+                budget = _charge(what, entry.name, entry.size, declared, budget)
 
     try:
         asyncio.run(run())
