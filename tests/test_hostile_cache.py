@@ -284,7 +284,7 @@ def test_a_tar_bz2_is_bounded_in_one_pass_with_the_section_readers_verdict(
     path, _pkg = bomb(tmp_path / "channel", "bomb", declared=declared, actual=actual)
     if order == "package-first":
         _reordered(path, "share/blob")
-    verdicts = []
+    verdicts: list[str | None] = []
     for reader in (unpack.check_bounds, unpack._bounds_by_section):
         try:
             if reader is unpack.check_bounds:
