@@ -614,3 +614,80 @@ def test_clean_extracted_keeps_archives_and_removes_the_old_layout(tmp_path: Pat
     assert not (root / "old-1.0-h0_0.checked.json").exists()
     assert [p for p in (root / "sha256").iterdir() if p.is_dir()] == []
     assert verify_environment(tmp_path / "a").identical
+
+
+# ------------------------------------------------------------------------------------------
+# The view rattler links through: kept for the next create of the same lock
+
+
+def _views(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "cache" / "views").glob("*[0-9a-f]"))
+
+
+def test_a_second_create_of_the_same_lock_links_through_the_kept_view(tmp_path: Path) -> None:
+    """The first create makes the view (one directory under views/), the second links through
+    it as it is: nothing made, nothing removed; both prefixes are the lock's, their records
+    name the entries, not the view."""
+    lock = crafted_lock(tmp_path, packages())
+    cache = cache_at(tmp_path / "cache")
+    create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
+    (view,) = _views(tmp_path)
+    before = {p.name: p.lstat().st_ino for p in view.iterdir()}
+    create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
+    assert _views(tmp_path) == [view]
+    assert {p.name: p.lstat().st_ino for p in view.iterdir()} == before
+    assert not list((tmp_path / "cache" / STAGING).iterdir())
+    for env in ("a", "b"):
+        assert verify_environment(tmp_path / env).identical
+        record = json.loads((tmp_path / env / "conda-meta" / "pkg0-1.0-h0_0.json").read_text())
+        assert record["extracted_package_dir"] == str(entry_of(tmp_path, "pkg0") / "pkg")
+
+
+@pytest.mark.parametrize("change", ["link", "lock-file", "missing", "symlinked-view"])
+def test_a_kept_view_that_differs_is_not_linked_through(tmp_path: Path, change: str) -> None:
+    """A kept view whose link points elsewhere, whose rattler lock file names another archive,
+    that lacks a package, or that is a symlink itself, is not used: the create links through
+    a view of its own (removed after it) and the prefix is the lock's."""
+    lock = crafted_lock(tmp_path, packages())
+    cache = cache_at(tmp_path / "cache")
+    create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
+    (view,) = _views(tmp_path)
+    if change == "link":
+        (view / "pkg0-1.0-h0_0").unlink()
+        (view / "pkg0-1.0-h0_0").symlink_to(entry_of(tmp_path, "pkg1") / "pkg")
+    elif change == "lock-file":
+        (view / "pkg0-1.0-h0_0.lock").write_bytes(b"\0" * 8 + b"\1" * 32)
+    elif change == "missing":
+        (view / "pkg0-1.0-h0_0").unlink()
+    else:
+        real = view.with_name("elsewhere")
+        view.rename(real)
+        view.symlink_to(real)
+
+    def state() -> dict[str, object]:
+        """The views and entries as they are: each path with its inode, link or bytes."""
+        out: dict[str, object] = {}
+        for top in ("views", "sha256"):
+            for path in sorted((tmp_path / "cache" / top).rglob("*")):
+                st = path.lstat()
+                out[str(path)] = (st.st_ino, st.st_size, st.st_mtime_ns)
+        return out
+
+    before = state()
+    create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
+    # rattler neither extracted into the view nor wrote through it into an entry
+    assert state() == before
+    assert verify_environment(tmp_path / "b").identical
+    assert (tmp_path / "b/share/pkg0/f0.txt").read_bytes() == b"pkg0 file 0\n"
+    assert not list((tmp_path / "cache" / STAGING).iterdir())
+
+
+def test_clean_removes_the_kept_views(tmp_path: Path) -> None:
+    lock = crafted_lock(tmp_path, packages())
+    cache = cache_at(tmp_path / "cache")
+    create_environment(lock, tmp_path / "a", platform="linux-64", cache=cache)
+    assert len(_views(tmp_path)) == 1
+    cache.clean(archives=False, extracted=True)
+    assert _views(tmp_path) == []
+    create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
+    assert verify_environment(tmp_path / "b").identical

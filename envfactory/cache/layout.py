@@ -28,6 +28,7 @@ CONDA_ENV_VAR = "CONDA_PKGS_DIRS"
 STAGING = ".staging"
 MEMO = ".locks"  # parsed locks by the sha256 of their text (lockfile.load_document)
 ENTRIES = "sha256"  # <root>/sha256/<archive sha256>/: one immutable entry per archive
+VIEWS = "views"  # <root>/views/<key>/: rattler's cache layout over a set of entries (lease)
 BY_MD5 = "md5"  # <root>/md5/<archive md5>: the sha256 of that archive
 PACKAGE = "pkg"  # an entry's extracted package
 RECORD = "entry.json"  # an entry's own record: the archive's hashes

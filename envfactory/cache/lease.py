@@ -15,17 +15,19 @@ A ``Lease`` holds a create's shared locks and its view: ``<name>-<version>-<buil
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
+import stat
 import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, NamedTuple
 
 from envfactory import host
 from envfactory.cache import filelock
-from envfactory.cache.layout import ENTRIES, ENV_VAR, STAGING, WAIT_S, Outcome
+from envfactory.cache.layout import ENTRIES, ENV_VAR, STAGING, VIEWS, WAIT_S, Outcome
 from envfactory.cache.staging import Staging
 from envfactory.cache.summary import EntrySummary
 from envfactory.errors import ToolError
@@ -79,13 +81,18 @@ def open_entry_lock(
 
 
 def retire(
-    root: Path, sha: str, *, wait: bool, waiting_for: Callable[[str], None] | None = None
+    root: Path,
+    sha: str,
+    *,
+    wait: bool,
+    waiting_for: Callable[[str], None] | None = None,
+    under: str = ENTRIES,
 ) -> bool:
     """Remove the entry of ``sha`` once no create links from it (its lock exclusive):
     renamed into a staging directory first, so a kill -9 leaves nothing under its name,
     then removed. ``wait``: wait for the lock (saying so); otherwise skip an entry in use.
-    True when it was removed."""
-    entries = root / ENTRIES
+    True when it was removed. ``under``: ``VIEWS`` for a view (``cache clean``)."""
+    entries = root / under
     path = f"{entries}/{sha}.lock"
     with filelock.open_lock_file(path) as handle:
         if wait:
@@ -117,6 +124,10 @@ def retire(
     return True
 
 
+def _quiet(_message: str) -> None:
+    pass
+
+
 def _windows_view_entry(entry: Path, link: Path) -> None:
     """A view's entry on a Windows host: a junction to the entry (no privilege needed, unlike
     a symlink); where the filesystem has none (wine's: "Request not supported"), the entry's
@@ -132,16 +143,38 @@ def _windows_view_entry(entry: Path, link: Path) -> None:
         shutil.copytree(entry, link, symlinks=True, copy_function=os.link)
 
 
+def _rattler_lock(cached: CachedPackage) -> bytes:
+    """rattler's lock file of a package in its cache: revision, then the archive's sha256."""
+    return struct.pack(">Q", LOCK_REVISION) + bytes.fromhex(cached.sha256)
+
+
+def view_key(packages: Iterable[CachedPackage]) -> str:
+    """The name of the view of exactly these packages (each name with its entry's sha256)."""
+    import hashlib
+
+    text = "\n".join(sorted(f"{c.name} {c.sha256}" for c in packages))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 class Lease:
     """Shared locks on cache entries, held while a prefix links from them, and the view
-    ``rattler.install`` links through (removed with the lease)."""
+    ``rattler.install`` links through.
+
+    The view of a set of packages is kept (``<root>/views/<view_key>/``, shared-locked like an
+    entry while a create links through it; ``cache clean`` removes the ones not in use), so a
+    second create of the same lock neither writes nor removes one: on a busy disk, making and
+    removing a view's 2 files per package took longer than the rest of the cache pass. A kept
+    view is used only when it holds exactly this create's links and lock files (checked each
+    time, one ``readlink`` and one small read per package); otherwise, and on a Windows host
+    (junctions), the create makes a view of its own, removed with the lease."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.packages: list[CachedPackage] = []
         self._handles: list[IO[bytes]] = []
         self._guard = threading.Lock()
-        self._view: Staging | None = None
+        self._view: Path | None = None
+        self._own_view: Staging | None = None
 
     @property
     def view(self) -> Path:
@@ -150,22 +183,69 @@ class Lease:
         rattler's lock file with the archive's sha256): what ``rattler.install`` reads."""
         if self._view is None:
             raise ToolError("the cache's view was not made", "report this as a bug")
-        return self._view.path
+        return self._view
 
     def source(self, cached: CachedPackage) -> str:
         """The path rattler links ``cached`` from (and records in conda-meta/)."""
         return str(self.view / cached.name)  # native separators, as rattler records it
 
-    def make_view(self) -> None:
-        self._view = Staging.make(self.root / STAGING, "view-")
-        for cached in self.packages:
-            link = self._view.path / cached.name
-            if host.WINDOWS:
-                _windows_view_entry(cached.directory, link)
-            else:
-                link.symlink_to(cached.directory)
-            lock = struct.pack(">Q", LOCK_REVISION) + bytes.fromhex(cached.sha256)
-            (self._view.path / f"{cached.name}.lock").write_bytes(lock)
+    def make_view(self, waiting_for: Callable[[str], None] | None = None) -> None:
+        if host.WINDOWS:
+            self._own_view = self._build("view-")
+            self._view = self._own_view.path
+            return
+        key = view_key(self.packages)
+        views = self.root / VIEWS
+        self.add(open_entry_lock(views, key, "the cache's view", waiting_for or _quiet))
+        kept = views / key
+        if not self._holds(kept):
+            built = self._build("")
+            try:
+                (built.path / "view").rename(kept)
+            except OSError as exc:  # made by another create meanwhile, or something else there
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
+                    raise
+            finally:
+                built.remove()
+            if not self._holds(kept):
+                self._own_view = self._build("view-")
+                self._view = self._own_view.path
+                return
+        self._view = kept
+
+    def _build(self, prefix: str) -> Staging:
+        """A view in a new staging directory: itself (``prefix`` given) or its ``view/``."""
+        staging = Staging.make(self.root / STAGING, prefix)
+        try:
+            where = staging.path if prefix else staging.path / "view"
+            where.mkdir(exist_ok=True)
+            for cached in self.packages:
+                link = where / cached.name
+                if host.WINDOWS:
+                    _windows_view_entry(cached.directory, link)
+                else:
+                    link.symlink_to(cached.directory)
+                (where / f"{cached.name}.lock").write_bytes(_rattler_lock(cached))
+        except BaseException:
+            staging.remove()
+            raise
+        return staging
+
+    def _holds(self, view: Path) -> bool:
+        """Whether the kept view ``view`` is a real directory with each package's link to its
+        entry and rattler's lock file for it, as ``_build`` writes them."""
+        try:
+            if not stat.S_ISDIR(os.lstat(view).st_mode):
+                return False
+            for cached in self.packages:
+                if os.readlink(f"{view}/{cached.name}") != str(cached.directory):  # noqa: PTH115
+                    return False
+                with open(f"{view}/{cached.name}.lock", "rb") as handle:  # noqa: PTH123
+                    if handle.read(64) != _rattler_lock(cached):
+                        return False
+        except OSError:
+            return False
+        return True
 
     def add(self, handle: IO[bytes]) -> None:
         with self._guard:
@@ -179,9 +259,10 @@ class Lease:
 
     def close(self) -> None:
         self.release()
-        if self._view is not None:
-            self._view.remove()
-            self._view = None
+        if self._own_view is not None:
+            self._own_view.remove()
+            self._own_view = None
+        self._view = None
 
     def __enter__(self) -> Lease:
         return self

@@ -23,6 +23,11 @@ atomic rename, and never changed in place after (docs/lock-create.md, "The packa
     create retires a damaged entry (renamed out of the way first, then removed). Locks are
     taken in one sorted order, and nothing waits for an exclusive lock while it holds
     another, so two creates cannot wait on each other; a wait says what it waits for;
+``<root>/views/<key>/``
+    rattler's cache layout over the entries of one set of packages (``lease.Lease``):
+    ``<name>-<version>-<build>`` symlinks to the entries, each with rattler's lock file
+    (8-byte revision, 32-byte sha256); kept for the next create of the same lock, shared-locked
+    while a create links through it, removed by ``cache clean`` when none does;
 ``<root>/md5/<md5>``
     the sha256 of the archive with that md5 (for locks that record only an md5), checked
     against the entry's own ``entry.json`` on use;
@@ -31,10 +36,9 @@ atomic rename, and never changed in place after (docs/lock-create.md, "The packa
     --extracted`` need not download again; always checked against the lock's hash before use;
 ``<root>/.staging/<random>/``
     work in progress, with a marker file its process holds a lock on; the next run removes
-    any whose marker nobody holds (the process died, kill -9 included). A create's *view*
-    lives there too: ``<name>-<version>-<build>`` symlinks to the entries it links from, with
-    rattler's lock files (8-byte revision, 32-byte sha256), which is the layout
-    ``rattler.install`` reads.
+    any whose marker nobody holds (the process died, kill -9 included). A view is made
+    there and renamed into ``views/``; a create's own view (a kept one that differs, a
+    Windows host) stays there until the create ends.
 
 Before an entry is used, each time: it is a directory owned by this user that no one else
 can write; its ``entry.json`` names the archive; the package's own ``info/index.json`` names
@@ -81,6 +85,7 @@ from envfactory.cache.layout import (
     RECORD,
     SHA256_NAME,
     STAGING,
+    VIEWS,
     CacheLocation,
     Outcome,
     Wanted,
@@ -172,7 +177,7 @@ class PackageCache:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             check_private(self.root, follow=True)
-            for sub in (ENTRIES, BY_MD5, STAGING, MEMO):
+            for sub in (ENTRIES, BY_MD5, STAGING, MEMO, VIEWS):
                 with contextlib.suppress(FileExistsError):
                     (self.root / sub).mkdir()
                 check_private(self.root / sub, follow=False)
@@ -233,9 +238,13 @@ class PackageCache:
                 for child in sorted(self.entries.iterdir()):
                     if SHA256_NAME.match(child.name) and retire(self.root, child.name, wait=False):
                         removed += 1
+            if (self.root / VIEWS).is_dir():  # the views of entries: those no create links through
+                for child in sorted((self.root / VIEWS).iterdir()):
+                    if SHA256_NAME.match(child.name):
+                        retire(self.root, child.name, wait=False, under=VIEWS)
         for child in sorted(self.root.iterdir()):
             # staging, parsed locks, the pip side (pipcache), the entries and md5 notes
-            if child.name.startswith(".") or child.name in (ENTRIES, BY_MD5):
+            if child.name.startswith(".") or child.name in (ENTRIES, BY_MD5, VIEWS):
                 continue
             archive = child.name.endswith((".tar.bz2", ".conda"))
             if extracted and not archive and LEGACY_ENTRY.match(child.name):
@@ -360,7 +369,7 @@ class PackageCache:
                 )
                 for i in range(len(packages))
             ]
-            lease.make_view()
+            lease.make_view(report.waiting)
         except BaseException:
             lease.close()
             raise

@@ -4,11 +4,12 @@
    lock's *before* anything is unpacked (an archive that differs from the lock is never
    opened as an archive);
 2. ``check_bounds``: the archive's members, read without writing them (a ``.tar.bz2`` as one
-   stream, in one pass; a ``.conda`` by py-rattler's section reader), against the package's own ``info/paths.json``: a member paths.json lists
-   with a size must have that size, and what paths.json does not bound (unlisted members,
-   entries without a size, the ``info/`` section) may add up to ``SLACK_RATIO`` times the
-   archive's size plus ``SLACK_BYTES``. The first member past a bound stops the read, so a
-   17 KB archive that would expand to gigabytes costs a few milliseconds and no disk;
+   stream, in one pass; a ``.conda`` by py-rattler's section reader), against the package's
+   own ``info/paths.json``: a member paths.json lists with a size must have that size, and
+   what paths.json does not bound (unlisted members, entries without a size, the ``info/``
+   section) may add up to ``SLACK_RATIO`` times the archive's size plus ``SLACK_BYTES``. The
+   first member past a bound stops the read, so a 17 KB archive that would expand to
+   gigabytes costs a few milliseconds and no disk;
 3. ``extract``: py-rattler's extraction (``rattler.package_streaming.extract``);
 4. ``normalize_modes``: every member's mode under the umask (0644/0755 under umask 022),
    set-uid, set-gid and sticky bits dropped: the archive's 0666/0777 do not survive.
