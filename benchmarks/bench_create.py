@@ -147,6 +147,8 @@ for p in json.load(open(sys.argv[1])):
 asyncio.run(rattler.install(records, target_prefix=sys.argv[2], cache_dir=sys.argv[3],
                             platform=Subdir("linux-64"), show_progress=False,
                             execute_link_scripts=False))
+import os
+os._exit(0)  # py-rattler's runtime can abort Python's finalization (PyGILState_Release)
 """
 
 PHASES = """
