@@ -14,10 +14,9 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-from envfactory.compiled import CompiledData
+from envfactory.compiled import DATA_DIR, CompiledData
 from envfactory.errors import CatalogError, UserInputError
 from envfactory.untrusted import terminal_text
 
@@ -266,8 +265,6 @@ def _evidence(node: object, path: str) -> tuple[Evidence, ...]:
     return tuple(out)
 
 
-# next to the modules in every install, as the catalog (importlib.resources costs 10-20 ms)
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 DATA_FILE = "explain-patterns.yaml"
 COMPILED = DATA_DIR / "explain-patterns.pickle"
 RECORDS: tuple[type, ...] = (Table, Pattern, Evidence)

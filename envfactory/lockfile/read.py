@@ -26,7 +26,6 @@ file is validated (``_validated``, with ``envfactory.untrusted``). Whatever is w
 
 from __future__ import annotations
 
-import gc
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -122,28 +121,9 @@ def load_document(path: Path, memo: Path | None = None) -> dict[Any, Any]:
 
 
 def _parse_yaml(path: Path, text: str) -> dict[Any, Any]:
-    import yaml  # type: ignore[import-untyped,unused-ignore]
+    from envfactory.yamlio import load_plain
 
-    from envfactory.yamlio import check_bounds
-
-    check_bounds(text, str(path), "pyyaml")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    # Python's cycle collector runs over and over while a large document is built (millions of
-    # new containers; check_bounds has bounded how many): loading a 16,000-package lock took
-    # 4.4 s of CPU with it, 1.9 s without (benchmarks/bench_lock_read.py). Whatever cycle the
-    # document holds is collected after, as usual.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        content = yaml.load(text, Loader=loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserInputError(f"{where}: not valid YAML: {problem}", LOCK_HINT) from None
-    finally:
-        if collecting:
-            gc.enable()
+    content = load_plain(str(path), text, LOCK_HINT)
     if content is None:
         raise UserInputError(f"{path} is empty", LOCK_HINT)
     if not isinstance(content, dict):
