@@ -75,7 +75,8 @@ _FLOAT = "tag:yaml.org,2002:float"
 _NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 _TRUE = frozenset({"true", "True", "TRUE"})
 _FALSE = frozenset({"false", "False", "FALSE"})
-_INT_RE = re.compile(r"[-+]?(?:0|[1-9][0-9]*)\Z")  # no leading zero: 1.1 reads 010 as octal
+# A leading zero makes an octal number in 1.1: 010 is 8 there, 10 in 1.2; 07 is 7 in both.
+_INT_RE = re.compile(r"[-+]?(?:0|[1-9][0-9]*|0+[0-7])\Z")
 _HEX_RE = re.compile(r"0x[0-9a-fA-F]+\Z")
 # 1.1 wants a dot, and a sign on an exponent; 1.2 allows a sign before a leading dot (-.5).
 _FLOAT_RE = re.compile(r"(?:[-+]?[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+][0-9]+)?\Z")
