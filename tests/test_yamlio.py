@@ -169,7 +169,7 @@ def test_explicit_tags_and_quotes_decide_the_type() -> None:
 
 # Text without YAML's other line breaks (NEL, LS, PS: a writer may fold them into a space, which
 # is about line breaks, not types) and lone surrogates (not UTF-8).
-TEXT = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\r\x85\u2028\u2029"))
+TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\r\x85\u2028\u2029"))
 
 
 def json_like(floats: st.SearchStrategy[float]) -> st.SearchStrategy[Any]:

@@ -35,7 +35,8 @@ from envfactory.catalog.model import (
     Uncovered,
     os_of,
 )
-from envfactory.compiled import DATA_DIR, CompiledData
+from envfactory.compiled import DATA_DIR as DATA_DIR  # re-exported: tests and benchmarks use it
+from envfactory.compiled import CompiledData
 from envfactory.errors import CatalogError, did_you_mean
 
 if TYPE_CHECKING:
