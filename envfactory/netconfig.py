@@ -223,5 +223,13 @@ def conda_session(env: Mapping[str, str] | None = None) -> Any:
     if verify is False or (isinstance(verify, str) and verify.lower() == "false"):
         return _Session(session, frozenset(), everywhere=True)
     if isinstance(verify, str) and verify.lower() != "true":
+        if not Path(verify).exists():  # conda refuses it too (not a bool, file or directory)
+            from envfactory.errors import UserInputError
+
+            raise UserInputError(
+                f".condarc: ssl_verify {verify!r} is not true, false or a CA bundle's path",
+                "write 'ssl_verify: false' to turn the checks off ('no' is text in YAML 1.2, "
+                "as conda reads .condarc), or the path of a CA bundle",
+            )
         session.verify = verify
     return _Session(session, frozenset())
