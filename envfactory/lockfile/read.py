@@ -9,7 +9,7 @@ reader costs ~0.5 s and its pydantic validation another ~0.3 ms per package, whi
 ``custom_metadata``) and normalizes URLs (``<TOKEN>`` becomes ``%3CTOKEN%3E``, ``%2e%2e``
 segments are resolved away), so the checks below would no longer see what the file says.
 
-The document is read with libyaml after ``yamlio.check_bounds``, then held to the shape
+The document is read by ``yamlio.load_plain`` (libyaml, bounded), then held to the shape
 conda-lock's pydantic models accept (``conda_lock.lockfile.v1.models`` ``Lockfile``: the same
 required fields, types, forbidden extra keys, and "conda package hashes must use MD5"),
 merged as ``lockfile_v1_to_v2`` merges it and ordered as its ``toposort_inplace`` orders it.
@@ -54,7 +54,7 @@ class LockContents(NamedTuple):
 
 
 def read_lock(path: Path, memo: Path | None = None) -> LockContents:
-    """Read a conda-lock file (v1 or v2) after bounding the YAML (``yamlio.check_bounds``), and
+    """Read a conda-lock file (v1 or v2), its YAML bounded (``yamlio.load_plain``), and
     validate every string that later reaches a file name, a download, pip's requirements file or
     conda's state file (``_validated``). ``memo``: a directory where the parsed document is kept
     by the sha256 of the file's text (``load_document``); the checks below run every time."""
@@ -85,18 +85,20 @@ def read_lock_for_review(path: Path) -> tuple[LockContents, list[LockedPackage]]
         return exc.lock, exc.stray
 
 
-MEMO_FORMAT = 1
+MEMO_FORMAT = 2  # 2: read by yamlio (YAML 1.1 and 1.2 agree), 1: by PyYAML (YAML 1.1)
 MEMO_KEEP = 64  # documents kept in a memo directory; the least recently used go first
 
 
 def load_document(path: Path, memo: Path | None = None) -> dict[Any, Any]:
-    """The YAML mapping of ``path``, bounded and read with libyaml (``yaml.CSafeLoader``).
+    """The YAML mapping of ``path``, read by ``yamlio.load_plain`` (libyaml, bounded, typed by
+    yamlio's one rule: as conda-lock's own PyYAML reading types whatever conda-lock writes).
 
     With ``memo``, the document is first looked up there as JSON by the sha256 of the text
     (``<sha256>-<MEMO_FORMAT>.json``) and, when it is not, kept there after reading, if JSON
-    holds it exactly (no dates, no non-string keys). A warm ``create`` then skips importing
-    PyYAML and parsing (~40 ms of a 72 KB lock, issue 11). The text is read every time, so an
-    edited lock is a new key; the memo directory is as trusted as the package cache it lives in."""
+    holds it exactly (no NaN, no non-string keys). A warm ``create`` then skips importing
+    PyYAML and parsing (~40 ms of a 72 KB lock; benchmarks/bench_create.py). The text is read
+    every time, so an edited lock is a new key; the memo directory is as trusted as the package
+    cache it lives in."""
     from envfactory.fsio import read_text
 
     try:
