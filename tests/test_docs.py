@@ -80,3 +80,65 @@ def test_the_quick_start_runs_as_written(test_channels: dict[str, Path], tmp_pat
     named = tmp_path / "conda-envs" / "tf114"
     assert (named / "conda-meta" / "envfactory.json").is_file()
     assert list((named / "etc" / "conda" / "activate.d").glob("*.sh"))
+
+
+# --- the package cites only what a reader of the repository can open ------------------------
+
+# Citations of documents that are not in the repository: the research notes and design of the
+# sessions that built it, and their issue numbers. A public source is cited by its URL, a
+# document of the repository by its path (docs/..., benchmarks/...).
+OUTSIDE_CITATION = re.compile(
+    r"shared/research|/work/shared|research/[\w-]+\.(?:md|yaml)|feasibility\.md|compat-facts"
+    r"|DESIGN\.md|STYLE\.md|\bdesign §|\bdecision \d+|\b[Ii]ssues? \d+"
+)
+
+
+def citations_outside(path: Path, root: Path = ROOT) -> list[str]:
+    """``path:line: text`` of each citation of a document outside the repository: anywhere in a
+    Python module or template, in the comments of a YAML data file (its values cite public
+    sources by their own names)."""
+    found = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        text = line
+        if path.suffix == ".yaml":
+            text = line.lstrip() if line.lstrip().startswith("#") else line.partition(" #")[2]
+        if OUTSIDE_CITATION.search(text):
+            found.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    return found
+
+
+def package_texts() -> list[Path]:
+    package = ROOT / "envfactory"
+    return sorted(
+        p for p in package.rglob("*") if p.is_file() and p.suffix in (".py", ".yaml", ".j2")
+    )
+
+
+def test_no_comment_or_docstring_cites_a_document_outside_the_repository() -> None:
+    assert len(package_texts()) >= 80
+    assert [hit for path in package_texts() for hit in citations_outside(path)] == []
+
+
+def test_the_citation_check_sees_each_kind(tmp_path: Path) -> None:
+    planted = tmp_path / "envfactory" / "m.py"
+    planted.parent.mkdir()
+    lines = [
+        "# measured (shared/research/feasibility.md §1d)",
+        '"""see /work/shared/DESIGN.md"""',
+        "x = 1  # design §3",
+        "# DESIGN.md, decision 15",
+        "# the warm create (issue 11)",
+        "# fixed in issues 28 and 29",
+        "# tensorflow/tensorflow#46537 and https://github.com/org/repo/issues/5 are fine",
+        "# docs/security.md is fine",
+    ]
+    planted.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    data = tmp_path / "envfactory" / "d.yaml"
+    data.write_text(
+        "# from shared/research/compat-facts.md\n"
+        "a: 'tensorflow issues 32553 and 30427'  # a value may name a public issue\n"
+        "b: 1  # but not a comment: issue 28\n",
+        encoding="utf-8",
+    )
+    hits = citations_outside(planted, tmp_path) + citations_outside(data, tmp_path)
+    assert [h.split(":")[1] for h in hits] == ["1", "2", "3", "4", "5", "6", "1", "3"]

@@ -322,7 +322,7 @@ def explain_lines(lines: Iterable[str], rules: Table | None = None) -> Explanati
     for number, raw in enumerate(lines, start=1):
         for piece in _windows(raw):
             # a log's escape sequences and control characters are never echoed to a terminal
-            # (OSC 52 writes the clipboard, CR overwrites the line: issue 28), nor matched
+            # (OSC 52 writes the clipboard, CR overwrites the line), nor matched
             shown = terminal_text(piece).strip()
             if not shown:
                 continue

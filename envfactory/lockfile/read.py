@@ -4,7 +4,8 @@ version 2) without conda-lock.
 conda-lock's models still write the lock (``condalock_adapter.render_lock``); this module reads
 it back for ``create``, ``verify``, ``mirror``, ``kernel`` and ``audit``. Importing conda-lock's
 reader costs ~0.5 s and its pydantic validation another ~0.3 ms per package, which made a warm
-``create`` several times slower than installing the same packages (issue 11). py-rattler's reader
+``create`` several times slower than installing the same packages (benchmarks/bench_create.py).
+py-rattler's reader
 (``rattler.LockFile``) is no substitute: it refuses envfactory's own locks (their
 ``custom_metadata``) and normalizes URLs (``<TOKEN>`` becomes ``%3CTOKEN%3E``, ``%2e%2e``
 segments are resolved away), so the checks below would no longer see what the file says.
@@ -140,8 +141,8 @@ def _parse_yaml(path: Path, text: str) -> dict[Any, Any]:
 def _recall(kept: Path) -> dict[Any, Any] | None:
     """The document kept at ``kept``, if this user's own: a memo another user could have
     written (or could write: group/other write bits, or a directory in that state) is not
-    read, whatever the cache's directory checks say later (issue 28: a planted parsed lock
-    made a genuine lock install a planted sdist)."""
+    read, whatever the cache's directory checks say later (a planted parsed lock once made a
+    genuine lock install a planted sdist; docs/security.md)."""
     import json
     import os
     import stat
@@ -444,7 +445,7 @@ def toposort(data: Mapping[str, set[str]]) -> list[str]:
     for ``pip``.
 
     conda's version rescans every remaining name on each round, so a chain of n packages costs
-    n**2 steps (a 16,000-package lock took over a minute, issue 28). The same rounds here:
+    n**2 steps (a 16,000-package lock took over a minute). The same rounds here:
     each name counts its unmet dependencies and knows its dependants, so a round visits only
     the names it releases; a heap of (unmet count, name) finds where to break a cycle."""
     import heapq
