@@ -14,9 +14,10 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any
 
 from envfactory.compiled import DATA_DIR, CompiledData
+from envfactory.diagnose.finding import Severity, count_problems
 from envfactory.errors import CatalogError, UserInputError
 from envfactory.untrusted import terminal_text
 
@@ -29,7 +30,6 @@ WINDOW = 2048
 OVERLAP = 256
 READ_CHUNK = 1 << 16
 
-Severity = Literal["problem", "note"]
 
 _UNBOUNDED = re.compile(r"(?<!\\)\.[*+]")
 # Logs quote file names and messages with whatever the user's editor, forum or terminal made of
@@ -146,7 +146,7 @@ class Explanation:
     @property
     def has_problems(self) -> bool:
         """True when at least one finding is a problem (not only notes)."""
-        return any(p.severity == "problem" for p in self.problems)
+        return count_problems(self.problems) > 0
 
     def to_json(self) -> dict[str, Any]:
         """``{"problems": [{"id", "severity", "lines", "cause", "fix"}]}``: findings in the order
