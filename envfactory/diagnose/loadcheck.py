@@ -8,10 +8,9 @@ The file that loaded: ``GetModuleFileNameW`` on Windows, ``dl_iterate_phdr`` els
 prints one line, ``MARKER`` then JSON ``{name: {"path", "how"[, "error"]}}``.
 
 Written for Python 3.6 and later, as ``tfcheck.py`` is (see there), with the standard library
-only.
+only. ctypes is imported where it is used: ``probes`` imports this module for ``MARKER``.
 """
 
-import ctypes
 import json
 import os
 import sys
@@ -21,6 +20,8 @@ MARKER = "ENVFACTORY_LOADED "
 
 
 def _windows(requests: List[List[str]], out: Dict[str, Any]) -> None:
+    import ctypes
+
     k32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined,unused-ignore]
     k32.LoadLibraryExW.restype = ctypes.c_void_p
     k32.LoadLibraryExW.argtypes = [ctypes.c_wchar_p, ctypes.c_void_p, ctypes.c_uint32]
@@ -53,11 +54,12 @@ def _windows(requests: List[List[str]], out: Dict[str, Any]) -> None:
             out[name] = {"path": None, "how": how, "error": str(exc)}
 
 
-class _Info(ctypes.Structure):
-    _fields_ = [("addr", ctypes.c_void_p), ("name", ctypes.c_char_p)]
-
-
 def _elsewhere(requests: List[List[str]], out: Dict[str, Any]) -> None:
+    import ctypes
+
+    class _Info(ctypes.Structure):
+        _fields_ = [("addr", ctypes.c_void_p), ("name", ctypes.c_char_p)]
+
     callback = ctypes.CFUNCTYPE(
         ctypes.c_int, ctypes.POINTER(_Info), ctypes.c_size_t, ctypes.c_void_p
     )
