@@ -281,7 +281,7 @@ def lock(
             side_from_packages(
                 "dry run" if dry_run else "new lock",
                 result.packages,
-                {p: req.inputs(p) for p in req.platforms},
+                req.records(),
             ),
         )
         platforms_view = {

@@ -261,7 +261,7 @@ def create_environment(
             f"{', '.join(lock.platforms)})",
             f"lock for this platform: envfactory lock COMBO --platform {target_platform}",
         )
-    meta = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(lock_path))
+    meta = lock.metadata
     if compile_bytecode:
         from envfactory.install.bytecode import check_can_compile
 

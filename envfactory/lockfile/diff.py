@@ -206,7 +206,6 @@ def side_from_revision(path: Path, revision: str) -> LockSide:
 
 def _side_from_lock(path: Path, label: str, shown: str | None = None) -> LockSide:
     from envfactory.lockfile.read import read_lock
-    from envfactory.lockfile.record import LockMetadata
 
     try:
         contents = read_lock(path)
@@ -219,8 +218,7 @@ def _side_from_lock(path: Path, label: str, shown: str | None = None) -> LockSid
     by_platform: dict[Platform, list[LockedPackage]] = {p: [] for p in contents.platforms}
     for pkg in contents.packages:
         by_platform.setdefault(pkg.platform, []).append(pkg)
-    meta = LockMetadata.from_custom_metadata(contents.custom_metadata, where=label)
-    return side_from_packages(label, by_platform, meta.inputs)
+    return side_from_packages(label, by_platform, contents.metadata.inputs)
 
 
 def marks_of(inputs: Mapping[str, Any]) -> dict[str, Mark]:
