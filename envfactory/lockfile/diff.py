@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple
 
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
-from envfactory.lockfile.models import LockedPackage, dependency_name
+from envfactory.lockfile.models import LOCK_FILE, LockedPackage, dependency_name
 
 ChangeKind = Literal["added", "removed", "changed"]
 Mark = Literal["pinned", "requested", ""]
@@ -199,7 +199,7 @@ def side_from_revision(path: Path, revision: str) -> LockSide:
     if text is None:
         return LockSide(f"{label} (not in {revision})", {}, {}, exists=False)
     with tempfile.TemporaryDirectory(prefix="envfactory-diff-") as tmp:
-        copy = Path(tmp) / "conda-lock.yml"
+        copy = Path(tmp) / LOCK_FILE
         copy.write_text(text, encoding="utf-8")
         return _side_from_lock(copy, label, shown=label)
 
