@@ -163,7 +163,7 @@ class LockRequest:
         names the combo and what differs from its defaults; ``full`` adds every option that
         changes the lock and lives outside the catalog and envfactory.yaml: the channel map of
         the channels in use and the pip index (``lock --check`` prints it)."""
-        base = self._regenerate_base()
+        base = self._regenerate_base
         if not full:
             return base
         import shlex
@@ -178,6 +178,7 @@ class LockRequest:
             extra.append(f"--pip-index {shlex.quote(redact_url(self.pip_index))}")
         return " ".join([base, *extra])
 
+    @cached_property
     def _regenerate_base(self) -> str:
         if not self.additions.empty:
             # Platforms and python come from envfactory.yaml, so the name is the whole command.
