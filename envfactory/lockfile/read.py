@@ -1,12 +1,10 @@
 """Reading a conda-lock file (``conda-lock.yml``, format version 1, or conda-lock's internal
 version 2) without conda-lock.
 
-conda-lock's models still write the lock (``write.lock_text``, through ``condalock_adapter``);
-this module reads it back for ``create``, ``verify``, ``mirror``, ``kernel``, ``update``,
-``diff``, ``audit`` and ``lock --check``, each of which gets a ``LockFile`` whose ``metadata``
-(envfactory's record) is parsed here, once. Importing conda-lock's reader costs ~0.5 s and its
-pydantic validation another ~0.3 ms per package, which made a warm ``create`` several times
-slower than installing the same packages (issue 11). py-rattler's reader
+conda-lock's models still write the lock (``condalock_adapter.render_lock``); this module reads
+it back for ``create``, ``verify``, ``mirror``, ``kernel`` and ``audit``. Importing conda-lock's
+reader costs ~0.5 s and its pydantic validation another ~0.3 ms per package, which made a warm
+``create`` several times slower than installing the same packages (issue 11). py-rattler's reader
 (``rattler.LockFile``) is no substitute: it refuses envfactory's own locks (their
 ``custom_metadata``) and normalizes URLs (``<TOKEN>`` becomes ``%3CTOKEN%3E``, ``%2e%2e``
 segments are resolved away), so the checks below would no longer see what the file says.
@@ -24,6 +22,10 @@ swaps credentials that equal an environment variable's value for ``${VARIABLE}``
 Then every string that reaches a file name, a download, pip's requirements file or conda's state
 file is validated (``_validated``, with ``envfactory.untrusted``). Whatever is wrong is a
 ``UserInputError`` naming the file and the entry.
+
+Every reader of a lock (``create``, ``update``, ``verify``, ``mirror``, ``kernel``, ``diff``,
+``audit``, ``lock --check``) gets a ``LockFile`` (``models.py``) whose ``metadata``, envfactory's
+record, was parsed here, once; ``write.py`` writes what this module reads.
 """
 
 from __future__ import annotations
