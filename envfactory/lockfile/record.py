@@ -2,9 +2,10 @@
 
 conda-lock gives a lock one flat ``custom_metadata`` mapping of strings. envfactory keeps its
 record there under ``envfactory.*`` keys (structured values as JSON), and this module is the only
-place that knows the keys: :class:`LockMetadata` is written with :meth:`to_custom_metadata` and read
-back with :meth:`from_custom_metadata`, by ``lock``, ``lock --check``, ``create``, ``mirror`` and
-``kernel`` alike.
+place that knows the keys: :class:`LockMetadata` is written with :meth:`to_custom_metadata`
+(``write.lock_text``) and read back with :meth:`from_custom_metadata` inside the read
+(``read.read_lock``, ``read.read_lock_header``), once: every command gets it as
+``LockFile.metadata``.
 
 Versions of the record: a lock without ``envfactory.metadata_version`` was written by envfactory
 0.1 and is read as version 1 (the same keys). A newer version than this module knows is refused
