@@ -43,12 +43,13 @@ from envfactory.lockfile.models import LOCK_HINT, LockedPackage, LockFile, depen
 from envfactory.lockfile.record import LockMetadata
 
 
-def read_lock(path: Path, memo: Path | None = None) -> LockFile:
+def read_lock(path: Path, memo: Path | None = None, *, text: str | None = None) -> LockFile:
     """Read a conda-lock file (v1 or v2) after bounding the YAML (``yamlio.check_bounds``), and
     validate every string that later reaches a file name, a download, pip's requirements file or
     conda's state file (``_validated``). ``memo``: a directory where the parsed document is kept
-    by the sha256 of the file's text (``load_document``); the checks below run every time."""
-    content = load_document(path, memo)
+    by the sha256 of the file's text (``load_document``); the checks below run every time.
+    ``text``: the file's text as the caller has read it already (``lock --check``)."""
+    content = load_document(path, memo) if text is None else _parse_yaml(path, text)
     version = content.pop("version", None)
     if version == 1 and not isinstance(version, bool):
         fmt = 1
@@ -66,11 +67,12 @@ def read_lock(path: Path, memo: Path | None = None) -> LockFile:
     return _validated(lock, path)
 
 
-def read_lock_for_review(path: Path) -> tuple[LockFile, list[LockedPackage]]:
+def read_lock_for_review(path: Path, header: LockHeader) -> tuple[LockFile, list[LockedPackage]]:
     """``read_lock`` for ``lock --check``, which reports rather than refuses: the lock, and the
-    packages no recorded spec reaches (``unreachable``), which ``read_lock`` refuses."""
+    packages no recorded spec reaches (``unreachable``), which ``read_lock`` refuses. The text
+    is the one ``header`` was read from: the check judges one version of the file."""
     try:
-        return read_lock(path), []
+        return read_lock(path, text=header.text), []
     except Unreachable as exc:
         return exc.lock, exc.stray
 
@@ -743,6 +745,8 @@ class LockHeader(NamedTuple):
     platforms: tuple[str, ...]
     metadata: LockMetadata
     packages_digest: str | None = None
+    #: the file's text, for the rest of the read when it is needed (``read_lock_for_review``)
+    text: str = ""
 
 
 def read_lock_header(path: Path) -> LockHeader:
@@ -790,7 +794,7 @@ def read_lock_header(path: Path) -> LockHeader:
     meta = _record(custom, where)
     block = package_block(text)
     digest = None if block is None else file_digest(block.encode("utf-8"))
-    return LockHeader(tuple(platforms), meta, digest)
+    return LockHeader(tuple(platforms), meta, digest, text)
 
 
 def check_record(meta: LockMetadata, where: str) -> None:

@@ -26,7 +26,13 @@ from pathlib import Path
 
 from envfactory.catalog.platforms import Platform
 from envfactory.lockfile.models import LOCK_FILE, LockedPackage, LockFile
-from envfactory.lockfile.read import Listed, conda_key, explicit_entries, read_lock_header
+from envfactory.lockfile.read import (
+    Listed,
+    LockHeader,
+    conda_key,
+    explicit_entries,
+    read_lock_header,
+)
 from envfactory.lockfile.record import stale_files
 from envfactory.lockfile.write import explicit_name
 from envfactory.solve.inputs import inputs_hash
@@ -35,7 +41,7 @@ from envfactory.untrusted import redact_url, safe_text
 
 
 def hand_edits(
-    path: Path, directory: Path, explicit: Mapping[Platform, tuple[str, str]]
+    path: Path, header: LockHeader, directory: Path, explicit: Mapping[Platform, tuple[str, str]]
 ) -> tuple[LockFile, list[str]]:
     """The lock at ``path`` and what in its package list no lock run wrote: packages nothing
     requires, and differences from the explicit files (``explicit``: platform -> the file's
@@ -44,7 +50,7 @@ def hand_edits(
     from envfactory.lockfile.read import describe_package, read_lock_for_review
     from envfactory.lockfile.record import file_digest
 
-    lock, stray = read_lock_for_review(path)
+    lock, stray = read_lock_for_review(path, header)
     reasons = [
         f"{p.platform}: {describe_package(p)} is in the package list, but no spec the lock "
         "records requires it (added by hand?)"
@@ -278,7 +284,7 @@ def check_lock(request: LockRequest, directory: Path, *, resolve: bool = False) 
         for p in request.platforms
         if explicit_name(p) in meta.files
     }
-    lock, edits = hand_edits(path, directory, explicit)
+    lock, edits = hand_edits(path, header, directory, explicit)
     if not listed and not edits:
         edits = [
             "the package list is not the one this lock was written with (edited by hand?)"
