@@ -357,8 +357,9 @@ def _env_file(doc: Mapping[str, Any], source: str) -> list[Inventory]:
 
 
 def _conda_lock(path: Path) -> list[Inventory]:
-    """A conda-lock.yml, read with conda-lock's own reader (lockfile/condalock_adapter.py)."""
-    from envfactory.lockfile.condalock_adapter import read_lock
+    """A conda-lock.yml, read by ``lockfile.read`` (held to conda-lock's models, checked as
+    ``create`` checks it)."""
+    from envfactory.lockfile.read import read_lock
 
     by_platform: dict[str, list[Package]] = {}
     for pkg in read_lock(path).packages:
