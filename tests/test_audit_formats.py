@@ -323,3 +323,18 @@ def test_a_ranged_pip_tensorflow_is_not_taken_for_an_old_cpu_wheel(tmp_path: Pat
     report = _report(tmp_path, "environment.yml", text)
     assert "tf-cpu-build-with-cuda" not in _keys(report)
     assert report.verdict == "unknown"
+
+
+def test_multi_backend_keras_before_2_3_next_to_tensorflow_2(tmp_path: Path) -> None:
+    # keras 2.2.5 and older support TensorFlow 1 only (keras-2-3-release)
+    old = _report(tmp_path, "old.txt", "tensorflow==2.4.0\nKeras==2.0.4\n")
+    assert "keras-skew:keras" in _keys(old)
+    [finding] = [f for f in old.findings if f.id == "keras-skew"]
+    assert finding.kind == "breakage" and finding.source == "keras-2-3-release"
+    # the same keras with TF 1.15, and keras 2.3.1 with TF 2.2: nothing to say
+    assert "keras-skew:keras" not in _keys(
+        _report(tmp_path, "tf1.txt", "tensorflow==1.15.0\nkeras==2.2.5\n")
+    )
+    assert "keras-skew:keras" not in _keys(
+        _report(tmp_path, "k23.txt", "tensorflow==2.2.0\nkeras==2.3.1\n")
+    )

@@ -948,6 +948,21 @@ def _check_keras(inv: Inventory, tf: str, reported: set[str]) -> list[Finding]:
                     f"{tfmeta.retrieved()}",
                 )
             )
+        elif kv < (2, 3) and tfv[:1] >= (2,):
+            findings.append(
+                Finding(
+                    "keras-skew",
+                    "problem",
+                    f"multi-backend keras {version} supports TensorFlow 1 only; this is "
+                    f"TensorFlow {tf} (known breakage; source: keras-2-3-release)",
+                    "keras 2.2.5 and older call TF 1 graph APIs (tf.get_default_graph, "
+                    "tf.Session) that TensorFlow 2 removed: building a model fails",
+                    "use tf.keras (from tensorflow import keras), or multi-backend keras 2.3.x",
+                    subject="keras",
+                    kind="breakage",
+                    source="keras-2-3-release",
+                )
+            )
     base = inv.conda("tensorflow-base") or inv.conda("tensorflow")
     if (
         inv.complete
