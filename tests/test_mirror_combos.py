@@ -17,9 +17,11 @@ mirror's PEP 503 index found through its marker."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -27,8 +29,9 @@ import pytest
 from envfactory.cache.pkgcache import CacheLocation, PackageCache
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.platforms import Platform
-from envfactory.install.mirror import mirror_lock
+from envfactory.install.mirror import MirrorResult, mirror_lock
 from envfactory.install.verify import verify_environment
+from envfactory.lockfile.models import LockedPackage
 from envfactory.lockfile.read import read_lock
 from envfactory.solve.channels import ChannelMap
 from envfactory.solve.lock import LockRequest, lock_combo
@@ -76,5 +79,112 @@ def test_mirror_then_create_with_the_network_off(
     pip = [p for p in packages if p.manager == "pip"]
     if pip:
         assert "0 bytes downloaded" in proc.stdout
+    report = verify_environment(prefix)
+    assert report.identical, report
+
+
+# --- every other combo of the catalog ------------------------------------------------------------
+# The channels of tests/channel_builder.py's ``catalog_packages`` (each pinned package of the
+# catalog, as the catalog names it, with tiny payloads) and, for a route with a pip side, a wheel
+# folder built from its real PyPI metadata (tests/data/pypi/catalog/, capture_reports.py): every
+# combo and platform that LOCKABLE does not already cover is locked, mirrored and created from
+# its mirror with the network off. One ``unshare -rn`` shell runs all the creates, one after
+# the other (a namespace and a shell each would cost more than the creates themselves).
+
+CATALOG_PAIRS: list[tuple[str, Platform]] = [
+    (combo.name, platform)
+    for combo in load_catalog().combos.values()
+    for platform in combo.platforms
+    if (combo.name, platform) not in LOCKABLE
+]
+
+
+@dataclass
+class Mirrored:
+    lock: Path
+    packages: list[LockedPackage]
+    result: MirrorResult | None = None
+    error: str = ""
+    create_rc: int | None = None
+    create_out: str = ""
+    create_err: str = ""
+
+
+@pytest.fixture(scope="module")
+def catalog_mirrors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Mirrored]:
+    """Each pair locked and mirrored in this process, then all created in one offline shell."""
+    from channel_builder import build_channel, build_wheel_folder, catalog_packages
+    from channel_builder import PIP_REPORTS
+
+    root = tmp_path_factory.mktemp("catalog")
+    channels = ChannelMap(
+        {name: build_channel(root / "channels" / name, packages).as_uri()
+         for name, packages in catalog_packages().items()}
+    )  # fmt: skip
+    cache = PackageCache(CacheLocation(root / "mirror-cache"))
+    out: dict[str, Mirrored] = {}
+    script = ["set -u"]
+    for combo_name, platform in CATALOG_PAIRS:
+        key = f"{combo_name}-{platform}"
+        combo = load_catalog().combo(combo_name)
+        report = PIP_REPORTS / f"{key}.json"
+        lock = root / "locks" / key / "conda-lock.yml"
+        item = out[key] = Mirrored(lock, [])
+        try:
+            has_pip = bool(combo.route(platform).pip)
+            wheels = build_wheel_folder(root / "wheels" / key, [report]) if has_pip else None
+            request = LockRequest.for_combo(
+                combo, platforms=(platform,), channel_map=channels,
+                pip_index=str(wheels) if wheels else None,
+            )  # fmt: skip
+            lock_combo(request, lock.parent)
+            item.packages = [p for p in read_lock(lock).packages if p.platform == platform]
+            item.result = mirror_lock(lock, root / "mirrors" / key, cache=cache)
+        except Exception as err:  # noqa: BLE001 - reported by the pair's own test
+            item.error = f"{type(err).__name__}: {err}"
+            continue
+        flags = [
+            a for a in item.result.create_command(str(lock)).split()[3:]
+            if a != "--pip-index" and "/pypi/simple" not in a
+        ]  # fmt: skip
+        prefix, logs = root / "envs" / key, root / "logs" / key
+        logs.mkdir(parents=True)
+        command = [ENVFACTORY, "create", str(lock), *flags, "--platform", platform,
+                   "-p", str(prefix)]  # fmt: skip
+        script.append(
+            f"{shlex.join(command)} >{logs}/out 2>{logs}/err; echo $? >{logs}/rc"
+        )
+    env = {**os.environ, "ENVFACTORY_PKGS_DIRS": str(root / "empty-cache")}
+    subprocess.run(
+        ["unshare", "-rn", "sh", "-c", "\n".join(script)],
+        env=env, timeout=900, check=True,
+    )  # fmt: skip
+    for key, item in out.items():
+        logs = root / "logs" / key
+        if item.error:
+            continue
+        item.create_rc = int((logs / "rc").read_text())
+        item.create_out = (logs / "out").read_text()
+        item.create_err = (logs / "err").read_text()
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("unshare"), reason="unshare switches the network off")
+@pytest.mark.parametrize(("combo", "platform"), CATALOG_PAIRS)
+def test_every_catalog_combo_mirrors_and_creates_offline(
+    combo: str, platform: Platform, catalog_mirrors: dict[str, Mirrored], tmp_path: Path
+) -> None:
+    item = catalog_mirrors[f"{combo}-{platform}"]
+    assert not item.error, item.error
+    assert item.result is not None
+    assert len(item.result.outcomes) == len({p.url for p in item.packages})
+    pip = [p for p in item.packages if p.manager == "pip"]
+    assert bool(pip) == bool(load_catalog().combo(combo).route(platform).pip)
+    assert item.result.has_wheels == bool(pip)
+    assert item.create_rc == 0, item.create_err
+    if pip:
+        assert "0 bytes downloaded" in item.create_out
+    prefix = item.lock.parent.parent.parent / "envs" / f"{combo}-{platform}"
     report = verify_environment(prefix)
     assert report.identical, report
