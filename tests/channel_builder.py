@@ -727,13 +727,23 @@ def catalog_packages() -> dict[str, list[StubPackage]]:
             windows = platform.startswith("win")
             py = CATALOG_PYTHONS[spec.python]
             short = spec.python.replace(".", "")
-            exe = {"python.exe": f"stub python {py}\n"} if windows else {
-                f"bin/python{spec.python}": f"#!/bin/sh\necho stub python {py}\n"}
+            exe = (
+                {"python.exe": f"stub python {py}\n"}
+                if windows
+                else {f"bin/python{spec.python}": f"#!/bin/sh\necho stub python {py}\n"}
+            )
             packages = [StubPackage("python", py, STUB_BUILD, platform, files=exe)]
             if spec.pip:
                 upper = f"{spec.python.split('.')[0]}.{int(spec.python.split('.')[1]) + 1}"
-                packages.append(StubPackage("pip", "23.3.1", f"py{short}_{STUB_BUILD}", platform,
-                                            depends=(f"python >={spec.python},<{upper}.0a0",)))
+                packages.append(
+                    StubPackage(
+                        "pip",
+                        "23.3.1",
+                        f"py{short}_{STUB_BUILD}",
+                        platform,
+                        depends=(f"python >={spec.python},<{upper}.0a0",),
+                    )
+                )
             channel_of = {p.name: home for p in packages}
             for pin in spec.conda:
                 build = (pin.build or STUB_BUILD).replace("*", STUB_BUILD)
@@ -741,7 +751,8 @@ def catalog_packages() -> dict[str, list[StubPackage]]:
                 channel_of[pin.name] = pin.channel or home
             for pkg in packages:
                 out.setdefault(channel_of[pkg.name], {})[
-                    (pkg.subdir, pkg.name, pkg.version, pkg.build)] = pkg
+                    (pkg.subdir, pkg.name, pkg.version, pkg.build)
+                ] = pkg
     return {name: list(found.values()) for name, found in out.items()}  # fmt: skip
 
 

@@ -113,8 +113,7 @@ class Mirrored:
 @pytest.fixture(scope="module")
 def catalog_mirrors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Mirrored]:
     """Each pair locked and mirrored in this process, then all created in one offline shell."""
-    from channel_builder import build_channel, build_wheel_folder, catalog_packages
-    from channel_builder import PIP_REPORTS
+    from channel_builder import PIP_REPORTS, build_channel, build_wheel_folder, catalog_packages
 
     root = tmp_path_factory.mktemp("catalog")
     channels = ChannelMap(
@@ -140,7 +139,7 @@ def catalog_mirrors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Mirro
             lock_combo(request, lock.parent)
             item.packages = [p for p in read_lock(lock).packages if p.platform == platform]
             item.result = mirror_lock(lock, root / "mirrors" / key, cache=cache)
-        except Exception as err:  # noqa: BLE001 - reported by the pair's own test
+        except Exception as err:  # reported by the pair's own test
             item.error = f"{type(err).__name__}: {err}"
             continue
         flags = [
@@ -151,9 +150,7 @@ def catalog_mirrors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Mirro
         logs.mkdir(parents=True)
         command = [ENVFACTORY, "create", str(lock), *flags, "--platform", platform,
                    "-p", str(prefix)]  # fmt: skip
-        script.append(
-            f"{shlex.join(command)} >{logs}/out 2>{logs}/err; echo $? >{logs}/rc"
-        )
+        script.append(f"{shlex.join(command)} >{logs}/out 2>{logs}/err; echo $? >{logs}/rc")
     env = {**os.environ, "ENVFACTORY_PKGS_DIRS": str(root / "empty-cache")}
     subprocess.run(
         ["unshare", "-rn", "sh", "-c", "\n".join(script)],

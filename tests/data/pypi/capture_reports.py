@@ -58,14 +58,17 @@ TARGETS = {
 }
 
 
-def catalog_targets() -> dict[str, tuple[str, tuple[str, ...], str, str, tuple[str, ...]]]:
+Target = tuple[str, "str | tuple[str, ...]", str, str, tuple[str, ...]]
+
+
+def catalog_targets() -> dict[str, Target]:
     """Every other combo and platform whose route has a pip side, with its default Python and
     nothing provided by the conda side but python and pip (the stub channel of
     ``channel_builder.catalog_packages`` brings no Python library): the reports the
     every-combo mirror test (tests/test_mirror_combos.py) locks against."""
     from envfactory.render.environment import environment_spec
 
-    out = {}
+    out: dict[str, Target] = {}
     for combo in load_catalog().combos.values():
         for platform in combo.platforms:
             spec = environment_spec(combo, platform)
