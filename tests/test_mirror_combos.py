@@ -200,7 +200,8 @@ def test_every_catalog_combo_mirrors_and_creates_offline(
 # The pairs above install a pure-Python stand-in wheel in place of each sdist-only release of
 # their pip closure (channel_builder.build_wheel_folder). Here each such stand-in is replaced in
 # the lock by the real sdist its report captured (PyPI's URL and sha256): mirror carries it with
-# the pinned build backend, and create builds it from the mirror with the network off.
+# the pinned build backend, and create builds it from the mirror with the network off (wrapt
+# 1.12.1 of TF 2.4 - 2.6, which has C sources, with its own pure-Python switch).
 
 
 def _sdists(pair: tuple[str, Platform]) -> list[dict[str, str]]:
@@ -214,9 +215,6 @@ def _sdists(pair: tuple[str, Platform]) -> list[dict[str, str]]:
 
 
 SDIST_PAIRS = [pair for pair in CATALOG_PAIRS if _sdists(pair)]
-# wrapt 1.12.1 (TF 2.4 - 2.6: wrapt ~= 1.12.1) has no wheel and C sources: create refuses it
-# (envfactory/data/vetted-sdists.yaml; install/sdistbuild.py), vetted or not
-REFUSED = {"wrapt"}
 
 
 @pytest.fixture(scope="module")
@@ -284,11 +282,6 @@ def test_catalog_combos_with_real_sdists_mirror_and_create_offline(
     for s in sdists:
         assert (files / s["filename"]).is_file()  # the sdist itself, under the PEP 503 index
     assert (files / "setuptools-75.8.0-py3-none-any.whl").is_file()  # its build backend
-    refused = sorted(s["name"] for s in sdists if s["name"] in REFUSED)
-    if refused:
-        assert item.create_rc != 0
-        assert all(name in item.create_err for name in refused), item.create_err
-        pytest.xfail(f"create refuses {', '.join(refused)}: an sdist with C sources (not done)")
     assert item.create_rc == 0, item.create_err
     assert "0 bytes downloaded" in item.create_out
     built = ", ".join(sorted(f"{s['name']} {s['version']}" for s in sdists))
