@@ -754,12 +754,3 @@ def catalog_packages() -> dict[str, list[StubPackage]]:
                     (pkg.subdir, pkg.name, pkg.version, pkg.build)
                 ] = pkg
     return {name: list(found.values()) for name, found in out.items()}  # fmt: skip
-
-
-def catalog_wheel_folder(root: Path, combo: str, platform: str) -> Path | None:
-    """The wheel folder of one combo and platform (None: its route has no pip side), built from
-    its captured report (``data/pypi/catalog/<combo>-<platform>.json``)."""
-    report = PIP_REPORTS / f"{combo}-{platform}.json"
-    if not report.exists():
-        return None
-    return build_wheel_folder(root / f"{combo}-{platform}", [report])

@@ -11,6 +11,12 @@ name, URL, sha256 (as the index lists them) and, read from the real file's metad
 range requests, else an sdist's ``PKG-INFO``), Requires-Python and Requires-Dist.
 Name targets to re-capture only those (``capture_reports.py tf23-cuda101-win-64``); the default is
 all of them.
+
+Two sets: ``TARGETS`` (hand-made, with what their test channel's conda side provides; one wheel
+folder is built from all of them, tests/conftest.py ``test_channels``) written here, and every
+other combo and platform with a pip route (``catalog_targets``: default Python, the route's glibc,
+nothing provided but python and pip) written to ``catalog/``, one wheel folder each
+(tests/test_mirror_combos.py). The ``catalog/`` reports were captured on 2026-12-03.
 """
 
 from __future__ import annotations
