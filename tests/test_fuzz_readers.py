@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from envfactory import untrusted
 from envfactory.catalog.loader import load_catalog
 from envfactory.errors import UserInputError
-from envfactory.lockfile.condalock_adapter import read_lock
+from envfactory.lockfile.read import read_lock
 from envfactory.project.manifest import load_project
 from envfactory.solve.channels import ChannelMap
 from envfactory.solve.lock import LockRequest, lock_combo

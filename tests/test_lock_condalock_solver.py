@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from envfactory.catalog.loader import load_catalog
-from envfactory.lockfile.condalock_adapter import read_lock
+from envfactory.lockfile.read import read_lock
 
 ENVFACTORY = shutil.which("envfactory", path=str(Path(sys.executable).parent))
 SHIM = Path(__file__).parent / "tools" / "conda_shim.py"

@@ -5,7 +5,7 @@
    one of its parents; pip URLs are one-line http(s)/file URLs;
 2. bring every conda package into the shared package cache (``pkgcache``): the archive's
    sha256 (or md5) checked against the lock's while it is extracted, ``file://`` ones included
-   (rattler checks none of those: shared/research/feasibility.md §1d), every ``paths.json``
+   (py-rattler 0.28's ``install`` checks no hash of a ``file://`` package), every ``paths.json``
    entry checked to stay inside the prefix and every file against its sha256 and size;
 3. check the packages together (no file under another package's symlink), link them with
    py-rattler from the cache into a staging directory next to the prefix (the final prefix
@@ -53,7 +53,7 @@ from envfactory.cache.pkgcache import CacheProgress, PackageCache, saying_waits
 from envfactory.cache.staging import INTERRUPTS, Staging, handling, sweep_stale
 from envfactory.catalog.platforms import Platform, host_platform
 from envfactory.errors import UserInputError
-from envfactory.lockfile.models import LockedPackage
+from envfactory.lockfile.models import LockedPackage, LockFile
 from envfactory.lockfile.record import LockMetadata
 from envfactory.progress import Progress, Transfer
 from envfactory.solve.channels import ChannelMap
@@ -233,23 +233,25 @@ def create_environment(
     allow_build: Sequence[str] = (),
     compile_bytecode: bool = False,
     seed: Callable[[Path], None] | None = None,
+    contents: LockFile | None = None,
 ) -> CreateResult:
     """``seed``: fills the staging directory before rattler links into it (``update``: the
-    packages an environment keeps, which rattler then finds installed and leaves alone)."""
+    packages an environment keeps, which rattler then finds installed and leaves alone).
+    ``contents``: ``lock_path`` as the caller has read it already (``update``)."""
     from envfactory.lockfile.read import read_lock
     from envfactory.solve import rattler_adapter
 
     say = progress or (lambda _m: None)
     target_platform = platform or host_platform()
     cache = cache or PackageCache()
-    lock = read_lock(lock_path, memo=cache.memo)
+    lock = contents if contents is not None else read_lock(lock_path, memo=cache.memo)
     if target_platform not in lock.platforms:
         raise UserInputError(
             f"{lock_path} has no packages for {target_platform} (it covers "
             f"{', '.join(lock.platforms)})",
             f"lock for this platform: envfactory lock COMBO --platform {target_platform}",
         )
-    meta = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(lock_path))
+    meta = lock.metadata
     if compile_bytecode:
         from envfactory.install.bytecode import check_can_compile
 
@@ -277,7 +279,7 @@ def create_environment(
             "see docs/security.md, 'Credentials'",
         )
     conda = [p for p in packages if p.manager == "conda"]
-    # conda-meta records the lock's URLs, without credentials (world-readable files, issue 28);
+    # conda-meta records the lock's URLs, without credentials (world-readable files);
     # the cache was filled from the relocated ones
     locked = [
         p._replace(url=redact_url(p.url), channel=redact_url(p.channel))

@@ -4,12 +4,13 @@ version 2) without conda-lock.
 conda-lock's models still write the lock (``condalock_adapter.render_lock``); this module reads
 it back for ``create``, ``verify``, ``mirror``, ``kernel`` and ``audit``. Importing conda-lock's
 reader costs ~0.5 s and its pydantic validation another ~0.3 ms per package, which made a warm
-``create`` several times slower than installing the same packages (issue 11). py-rattler's reader
+``create`` several times slower than installing the same packages (benchmarks/bench_create.py).
+py-rattler's reader
 (``rattler.LockFile``) is no substitute: it refuses envfactory's own locks (their
 ``custom_metadata``) and normalizes URLs (``<TOKEN>`` becomes ``%3CTOKEN%3E``, ``%2e%2e``
 segments are resolved away), so the checks below would no longer see what the file says.
 
-The document is read with libyaml after ``yamlio.check_bounds``, then held to the shape
+The document is read by ``yamlio.load_plain`` (libyaml, bounded), then held to the shape
 conda-lock's pydantic models accept (``conda_lock.lockfile.v1.models`` ``Lockfile``: the same
 required fields, types, forbidden extra keys, and "conda package hashes must use MD5"),
 merged as ``lockfile_v1_to_v2`` merges it and ordered as its ``toposort_inplace`` orders it.
@@ -22,44 +23,33 @@ swaps credentials that equal an environment variable's value for ``${VARIABLE}``
 Then every string that reaches a file name, a download, pip's requirements file or conda's state
 file is validated (``_validated``, with ``envfactory.untrusted``). Whatever is wrong is a
 ``UserInputError`` naming the file and the entry.
+
+Every reader of a lock (``create``, ``update``, ``verify``, ``mirror``, ``kernel``, ``diff``,
+``audit``, ``lock --check``) gets a ``LockFile`` (``models.py``) whose ``metadata``, envfactory's
+record, was parsed here, once; ``write.py`` writes what this module reads.
 """
 
 from __future__ import annotations
 
-import gc
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import Any, NamedTuple, cast
 from urllib.parse import unquote
 
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
-from envfactory.lockfile.models import LockedPackage, dependency_name
-
-if TYPE_CHECKING:
-    from envfactory.lockfile.record import LockMetadata
-
-LOCK_HINT = (
-    "regenerate it with 'envfactory lock' (a lock from a pull request is untrusted input; "
-    "see docs/security.md)"
-)
+from envfactory.lockfile.models import LOCK_HINT, LockedPackage, LockFile, dependency_name
+from envfactory.lockfile.record import LockMetadata
 
 
-class LockContents(NamedTuple):
-    packages: tuple[LockedPackage, ...]
-    platforms: tuple[Platform, ...]
-    channels: tuple[str, ...]
-    content_hash: Mapping[str, str]
-    custom_metadata: Mapping[str, str]
-
-
-def read_lock(path: Path, memo: Path | None = None) -> LockContents:
-    """Read a conda-lock file (v1 or v2) after bounding the YAML (``yamlio.check_bounds``), and
+def read_lock(path: Path, memo: Path | None = None, *, text: str | None = None) -> LockFile:
+    """Read a conda-lock file (v1 or v2), its YAML bounded (``yamlio.load_plain``), and
     validate every string that later reaches a file name, a download, pip's requirements file or
     conda's state file (``_validated``). ``memo``: a directory where the parsed document is kept
-    by the sha256 of the file's text (``load_document``); the checks below run every time."""
-    content = load_document(path, memo)
+    by the sha256 of the file's text (``load_document``); the checks below run every time.
+    ``text``: the file's text as the caller has read it already (``lock --check``)."""
+    content = load_document(path, memo) if text is None else _parse_yaml(path, text)
     version = content.pop("version", None)
     if version == 1 and not isinstance(version, bool):
         fmt = 1
@@ -77,27 +67,30 @@ def read_lock(path: Path, memo: Path | None = None) -> LockContents:
     return _validated(lock, path)
 
 
-def read_lock_for_review(path: Path) -> tuple[LockContents, list[LockedPackage]]:
+def read_lock_for_review(path: Path, header: LockHeader) -> tuple[LockFile, list[LockedPackage]]:
     """``read_lock`` for ``lock --check``, which reports rather than refuses: the lock, and the
-    packages no recorded spec reaches (``unreachable``), which ``read_lock`` refuses."""
+    packages no recorded spec reaches (``unreachable``), which ``read_lock`` refuses. The text
+    is the one ``header`` was read from: the check judges one version of the file."""
     try:
-        return read_lock(path), []
+        return read_lock(path, text=header.text), []
     except Unreachable as exc:
         return exc.lock, exc.stray
 
 
-MEMO_FORMAT = 1
+MEMO_FORMAT = 2  # 2: read by yamlio (YAML 1.1 and 1.2 agree), 1: by PyYAML (YAML 1.1)
 MEMO_KEEP = 64  # documents kept in a memo directory; the least recently used go first
 
 
 def load_document(path: Path, memo: Path | None = None) -> dict[Any, Any]:
-    """The YAML mapping of ``path``, bounded and read with libyaml (``yaml.CSafeLoader``).
+    """The YAML mapping of ``path``, read by ``yamlio.load_plain`` (libyaml, bounded, typed by
+    yamlio's one rule: as conda-lock's own PyYAML reading types whatever conda-lock writes).
 
     With ``memo``, the document is first looked up there as JSON by the sha256 of the text
     (``<sha256>-<MEMO_FORMAT>.json``) and, when it is not, kept there after reading, if JSON
-    holds it exactly (no dates, no non-string keys). A warm ``create`` then skips importing
-    PyYAML and parsing (~40 ms of a 72 KB lock, issue 11). The text is read every time, so an
-    edited lock is a new key; the memo directory is as trusted as the package cache it lives in."""
+    holds it exactly (no NaN, no non-string keys). A warm ``create`` then skips importing
+    PyYAML and parsing (~40 ms of a 72 KB lock; benchmarks/bench_create.py). The text is read
+    every time, so an edited lock is a new key; the memo directory is as trusted as the package
+    cache it lives in."""
     from envfactory.fsio import read_text
 
     try:
@@ -122,28 +115,9 @@ def load_document(path: Path, memo: Path | None = None) -> dict[Any, Any]:
 
 
 def _parse_yaml(path: Path, text: str) -> dict[Any, Any]:
-    import yaml  # type: ignore[import-untyped,unused-ignore]
+    from envfactory.yamlio import load_plain
 
-    from envfactory.yamlio import check_bounds
-
-    check_bounds(text, str(path), "pyyaml")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    # Python's cycle collector runs over and over while a large document is built (millions of
-    # new containers; check_bounds has bounded how many): loading a 16,000-package lock took
-    # 4.4 s of CPU with it, 1.9 s without (benchmarks/bench_lock_read.py). Whatever cycle the
-    # document holds is collected after, as usual.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        content = yaml.load(text, Loader=loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserInputError(f"{where}: not valid YAML: {problem}", LOCK_HINT) from None
-    finally:
-        if collecting:
-            gc.enable()
+    content = load_plain(str(path), text, LOCK_HINT)
     if content is None:
         raise UserInputError(f"{path} is empty", LOCK_HINT)
     if not isinstance(content, dict):
@@ -158,8 +132,8 @@ def _parse_yaml(path: Path, text: str) -> dict[Any, Any]:
 def _recall(kept: Path) -> dict[Any, Any] | None:
     """The document kept at ``kept``, if this user's own: a memo another user could have
     written (or could write: group/other write bits, or a directory in that state) is not
-    read, whatever the cache's directory checks say later (issue 28: a planted parsed lock
-    made a genuine lock install a planted sdist)."""
+    read, whatever the cache's directory checks say later (a planted parsed lock once made a
+    genuine lock install a planted sdist; docs/security.md)."""
     import json
     import os
     import stat
@@ -462,7 +436,7 @@ def toposort(data: Mapping[str, set[str]]) -> list[str]:
     for ``pip``.
 
     conda's version rescans every remaining name on each round, so a chain of n packages costs
-    n**2 steps (a 16,000-package lock took over a minute, issue 28). The same rounds here:
+    n**2 steps (a 16,000-package lock took over a minute). The same rounds here:
     each name counts its unmet dependencies and knows its dependants, so a round visits only
     the names it releases; a heap of (unmet count, name) finds where to break a cycle."""
     import heapq
@@ -510,7 +484,7 @@ def toposort(data: Mapping[str, set[str]]) -> list[str]:
 # What envfactory requires beyond conda-lock: every string safe where it goes.
 
 
-def _validated(lock: Document, path: Path) -> LockContents:
+def _validated(lock: Document, path: Path) -> LockFile:
     from envfactory import untrusted
 
     for platform in lock.platforms:
@@ -520,8 +494,7 @@ def _validated(lock: Document, path: Path) -> LockContents:
         problem = untrusted.channel_problem(channel)
         if problem:
             raise UserInputError(f"{path}: channel {channel!r}: {problem}", LOCK_HINT)
-    custom = dict(lock.custom_metadata or {})
-    meta = _check_custom_metadata(custom, path)
+    meta = _record(lock.custom_metadata, str(path))
     packages = []
     for index, dep in enumerate(lock.package):
         pkg = _package(dep)
@@ -536,12 +509,12 @@ def _validated(lock: Document, path: Path) -> LockContents:
     collision = case_collision(packages)
     if collision:
         raise UserInputError(f"{path}: {collision}", LOCK_HINT)
-    contents = LockContents(
+    contents = LockFile(
         packages=tuple(packages),
         platforms=tuple(cast(Platform, p) for p in lock.platforms),
         channels=lock.channels,
         content_hash=dict(lock.content_hash),
-        custom_metadata=custom,
+        metadata=meta,
     )
     # a lock made before envfactory recorded pip dependencies (no packages_sha256, no pip
     # package with any) has none: its pip packages count as required (lock --check calls such
@@ -556,7 +529,7 @@ def _validated(lock: Document, path: Path) -> LockContents:
 class Unreachable(UserInputError):
     """A lock names packages that none of its recorded specs requires."""
 
-    def __init__(self, message: str, lock: LockContents, stray: list[LockedPackage]) -> None:
+    def __init__(self, message: str, lock: LockFile, stray: list[LockedPackage]) -> None:
         super().__init__(
             message,
             "a package nothing requires was added to the lock by hand (an sdist there would "
@@ -627,14 +600,11 @@ def _package_problem(pkg: LockedPackage, platforms: Sequence[str]) -> str | None
     return None
 
 
-def _check_custom_metadata(custom: Mapping[str, str], path: Path) -> LockMetadata:
-    """envfactory's record in the lock, read the way create, mirror, kernel and --check read it
-    (``LockMetadata``: its JSON parses), then held to where its values go
-    (``lockmeta.check_record``, which ``lock --check`` applies too)."""
-    from envfactory.lockfile.record import LockMetadata, check_record
-
-    meta = LockMetadata.from_custom_metadata(custom, where=str(path))
-    check_record(meta, str(path))
+def _record(custom: Mapping[str, str] | None, where: str) -> LockMetadata:
+    """envfactory's record in the lock, parsed once (``LockMetadata``: its JSON parses), then
+    held to where its values go (``check_record``)."""
+    meta = LockMetadata.from_custom_metadata(custom, where=where)
+    check_record(meta, where)
     return meta
 
 
@@ -744,3 +714,117 @@ def _build_from_url(url: str, manager: str) -> str:
         return ""
     stem = url.rsplit("/", 1)[-1].removesuffix(".tar.bz2").removesuffix(".conda")
     return stem.rsplit("-", 2)[-1]
+
+
+# --------------------------------------------------------------------------------------------
+# The metadata block alone: ``lock --check`` reads only it (libyaml, stopping before the package
+# list) when the package list's digest shows the list is the one the lock was written with.
+
+
+class LockHeader(NamedTuple):
+    """The metadata block of a conda-lock.yml: its platforms and envfactory's record, and the
+    ``file_digest`` of the text outside the block (``package_block``)."""
+
+    platforms: tuple[str, ...]
+    metadata: LockMetadata
+    packages_digest: str | None = None
+    #: the file's text, for the rest of the read when it is needed (``read_lock_for_review``)
+    text: str = ""
+
+
+def read_lock_header(path: Path) -> LockHeader:
+    """Read ``path``'s ``metadata`` block only: the package list, most of the file, is never
+    parsed (create, verify and mirror, which use it, validate it), and conda-lock (~0.5 s to
+    import) is not imported. What is read is validated as ``read_lock`` validates it."""
+    from envfactory import untrusted
+    from envfactory.errors import CatalogError
+    from envfactory.fsio import read_text
+    from envfactory.lockfile.record import file_digest, package_block
+    from envfactory.yamlio import load_yaml_keys
+
+    where = str(path)
+    try:
+        text = read_text(path, "the lockfile", LOCK_HINT)
+    except OSError as exc:
+        raise UserInputError(f"cannot read {where}: {exc.strerror}", LOCK_HINT) from None
+    if not text.strip():
+        raise UserInputError(f"{where} is empty", LOCK_HINT)
+    try:
+        top = load_yaml_keys(where, text, ("metadata",), LOCK_HINT)
+    except CatalogError as exc:
+        raise UserInputError(exc.message, exc.hint) from None
+    block = top.get("metadata") if top is not None else None
+    if top is None or not isinstance(block, dict):
+        raise UserInputError(
+            f"{where} is not a conda-lock file: it has no 'metadata' mapping", LOCK_HINT
+        )
+    line = top.key_line("metadata")
+    platforms = block.get("platforms")
+    if not isinstance(platforms, list) or not all(isinstance(p, str) for p in platforms):
+        raise UserInputError(
+            f"{where}:{line}: metadata.platforms is not a list of names", LOCK_HINT
+        )
+    for platform in platforms:
+        if platform not in untrusted.KNOWN_SUBDIRS or platform == "noarch":
+            raise UserInputError(f"{where}: unknown platform {platform!r}", LOCK_HINT)
+    custom = block.get("custom_metadata") or {}
+    if not isinstance(custom, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in custom.items()
+    ):
+        raise UserInputError(
+            f"{where}:{line}: metadata.custom_metadata does not map names to strings", LOCK_HINT
+        )
+    meta = _record(custom, where)
+    block = package_block(text)
+    digest = None if block is None else file_digest(block.encode("utf-8"))
+    return LockHeader(tuple(platforms), meta, digest, text)
+
+
+def check_record(meta: LockMetadata, where: str) -> None:
+    """envfactory's record, held to where its values go: names are plain names, channel URLs
+    are one-line http(s)/file URLs, and project variables can be carried by conda's activators
+    (``untrusted.check_state_variables``, as the manifest reader does)."""
+    from envfactory import untrusted
+
+    for label, name in (("combo", meta.combo), ("environment", meta.environment)):
+        if name is not None and not untrusted.PLAIN_NAME.fullmatch(name):
+            raise UserInputError(
+                f"{where}: the lock's {label} {name!r} is not a plain name", LOCK_HINT
+            )
+    for channel, url in meta.channels.items():
+        problem = untrusted.channel_problem(url)
+        if problem:
+            raise UserInputError(
+                f"{where}: the lock's channel {channel} ({url!r}): {problem}", LOCK_HINT
+            )
+    untrusted.check_state_variables(meta.variables, f"{where}: the lock's variables")
+
+
+# --------------------------------------------------------------------------------------------
+# The explicit files of a lock set (``write.explicit_text``), for ``lock --check``'s comparison
+# with conda-lock.yml's package list.
+
+# (manager, name) -> what identifies the file: URL and hashes
+Listed = dict[tuple[str, str], tuple[str, str]]
+
+
+def conda_key(filename: str) -> str:
+    """The package name of a conda archive's file name (``name-version-build.conda``)."""
+    stem = filename.removesuffix(".tar.bz2").removesuffix(".conda")
+    return stem.rsplit("-", 2)[0]
+
+
+def explicit_entries(text: str) -> Listed:
+    """An explicit file as ``write.explicit_text`` writes it: ``URL#md5`` lines and
+    ``# pip NAME @ URL#sha256=HASH`` comments."""
+    out: Listed = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("# pip ") and " @ " in line:
+            name, _, rest = line.removeprefix("# pip ").partition(" @ ")
+            url, _, digest = rest.partition("#sha256=")
+            out[("pip", name.strip())] = (url, digest)
+        elif line and not line.startswith(("#", "@")):
+            url, _, digest = line.partition("#")
+            out[("conda", conda_key(url.rsplit("/", 1)[-1]))] = (url, digest)
+    return out
