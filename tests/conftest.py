@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from goldenfiles import Goldens
 
 if TYPE_CHECKING:
     from shells.wine import WinePrefix
@@ -18,13 +19,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--update-goldens",
         action="store_true",
         default=False,
-        help="Rewrite the golden files under tests/goldens/ from the current output.",
+        help="Rewrite the golden files (tests/goldens/, locks/) that differ from the current "
+        "output; each test that rewrote one fails, so such a run is never green.",
     )
 
 
+_GOLDENS = pytest.StashKey[Goldens]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_GOLDENS] = Goldens(update=bool(config.getoption("--update-goldens")))
+
+
 @pytest.fixture
-def update_goldens(request: pytest.FixtureRequest) -> bool:
-    return bool(request.config.getoption("--update-goldens"))
+def goldens(request: pytest.FixtureRequest) -> Goldens:
+    """The one golden-file check (tests/goldenfiles.py)."""
+    return request.config.stash[_GOLDENS]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The files an --update-goldens run rewrote, listed again at the end in red."""
+    rewritten = terminalreporter.config.stash[_GOLDENS].rewritten
+    if rewritten:
+        terminalreporter.section("golden files rewritten by --update-goldens", red=True)
+        for path in rewritten:
+            terminalreporter.line(str(path))
 
 
 # --- lock / create / verify: local channels built once per session (tests/channel_builder.py) ---
