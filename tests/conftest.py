@@ -81,18 +81,9 @@ def test_channels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def tf114_lock(test_channels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tf114-cuda100 locked for every platform against the test channels (read-only: copy it
     to edit it), shared by the create and pip-side tests."""
-    from envfactory.catalog.loader import load_catalog
-    from envfactory.solve.channels import ChannelMap
-    from envfactory.solve.lock import LockRequest, lock_combo
+    from factories import lock_file
 
-    directory = tmp_path_factory.mktemp("locks") / "tf114-cuda100"
-    req = LockRequest.for_combo(
-        load_catalog().combo("tf114-cuda100"),
-        channel_map=ChannelMap({"defaults": test_channels["defaults"].as_uri()}),
-        pip_index=str(test_channels["wheels"]),
-    )
-    lock_combo(req, directory)
-    return directory / "conda-lock.yml"
+    return lock_file(test_channels, "tf114-cuda100", tmp_path_factory.mktemp("locks") / "tf114")
 
 
 @pytest.fixture(autouse=True, scope="session")

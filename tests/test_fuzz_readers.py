@@ -19,16 +19,14 @@ from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped,unused-ignore]
+from factories import lock_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envfactory import untrusted
-from envfactory.catalog.loader import load_catalog
 from envfactory.errors import UserInputError
 from envfactory.lockfile.condalock_adapter import read_lock
 from envfactory.project.manifest import load_project
-from envfactory.solve.channels import ChannelMap
-from envfactory.solve.lock import LockRequest, lock_combo
 
 # ENVFACTORY_FUZZ_EXAMPLES=N: N random (not derandomized) examples per test, for a longer hunt.
 _LONG = int(os.environ.get("ENVFACTORY_FUZZ_EXAMPLES", "0"))
@@ -97,14 +95,8 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def lock_doc(test_channels: dict[str, Path], work: Path) -> dict[str, Any]:
-    request = LockRequest.for_combo(
-        load_catalog().combo("tf114-cuda100"),
-        platforms=["linux-64"],
-        channel_map=ChannelMap({"defaults": test_channels["defaults"].as_uri()}),
-        pip_index=str(test_channels["wheels"]),
-    )
-    lock_combo(request, work / "lock")
-    doc: dict[str, Any] = yaml.safe_load((work / "lock" / "conda-lock.yml").read_text())
+    lock = lock_file(test_channels, "tf114-cuda100", work / "lock", platforms=["linux-64"])
+    doc: dict[str, Any] = yaml.safe_load(lock.read_text())
     return doc
 
 

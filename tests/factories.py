@@ -1,0 +1,73 @@
+"""Shared setups: locks and environments made by envfactory's own functions against the
+session's test channels (conftest.py's ``test_channels``), so that test files do not copy them.
+
+``channels`` below is that fixture's mapping: channel name -> directory, and ``"wheels"`` -> the
+folder of wheels the pip side locks against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from envfactory.activation.plan import CORE_RELPATH, plan_for, plan_relpath, script_relpath
+from envfactory.catalog.loader import load_catalog
+from envfactory.catalog.model import Platform
+from envfactory.install.create import create_environment
+from envfactory.solve.channels import ChannelMap
+from envfactory.solve.lock import LockRequest, lock_combo
+
+SOURCES = ("defaults", "conda-forge")  # created_env's channels
+
+
+def lock_request(
+    channels: Mapping[str, Path],
+    combo: str,
+    *,
+    platforms: Sequence[Platform] = (),
+    sources: Sequence[str] = ("defaults",),
+) -> LockRequest:
+    """The lock request for catalog combo ``combo`` against the test channels named in
+    ``sources`` (each under its own name) and the test wheels; every platform by default."""
+    return LockRequest.for_combo(
+        load_catalog().combo(combo),
+        platforms=platforms,
+        channel_map=ChannelMap({name: channels[name].as_uri() for name in sources}),
+        pip_index=str(channels["wheels"]),
+    )
+
+
+def lock_file(
+    channels: Mapping[str, Path],
+    combo: str,
+    directory: Path,
+    *,
+    platforms: Sequence[Platform] = (),
+    sources: Sequence[str] = ("defaults",),
+) -> Path:
+    """``combo`` locked into ``directory`` (``lock_request``'s arguments); its conda-lock.yml."""
+    lock_combo(lock_request(channels, combo, platforms=platforms, sources=sources), directory)
+    return directory / "conda-lock.yml"
+
+
+def created_env(channels: Mapping[str, Path], combo: str, platform: Platform, root: Path) -> Path:
+    """``combo`` locked for ``platform`` against defaults and conda-forge into root/locks/ and
+    created at ``root/envs/<combo> env`` (a prefix with a space, as under a user's "My
+    Projects"); fails the test unless create installed every activation script of its plan."""
+    lock = lock_file(
+        channels, combo, root / "locks" / combo, platforms=(platform,), sources=SOURCES
+    )
+    prefix = root / "envs" / f"{combo} env"
+    create_environment(lock, prefix, platform=platform)
+    shells = plan_for(load_catalog().combo(combo), platform).shells
+    expected = [CORE_RELPATH, plan_relpath(combo)] + [
+        script_relpath(combo, phase, shell)
+        for phase in ("activate", "deactivate")
+        for shell in shells
+    ]
+    missing = [path for path in expected if not (prefix / path).is_file()]
+    if missing:
+        pytest.fail(f"create did not install the activation scripts into {prefix}: {missing}")
+    return prefix
