@@ -7,6 +7,8 @@ folder of wheels the pip side locks against.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from envfactory.solve.channels import ChannelMap
 from envfactory.solve.lock import LockRequest, lock_combo
 
 SOURCES = ("defaults", "conda-forge")  # created_env's channels
+ENVFACTORY = str(Path(sys.executable).parent / "envfactory")  # the CLI of this checkout's venv
 
 
 def lock_request(
@@ -71,3 +74,25 @@ def created_env(channels: Mapping[str, Path], combo: str, platform: Platform, ro
     if missing:
         pytest.fail(f"create did not install the activation scripts into {prefix}: {missing}")
     return prefix
+
+
+def cli_flags(channels: Mapping[str, Path]) -> list[str]:
+    """The `envfactory lock` options that point it at the test channel and wheels."""
+    return [
+        "--channel-map",
+        f"defaults={channels['defaults']}",
+        "--pip-index",
+        str(channels["wheels"]),
+    ]
+
+
+def created_project(channels: Mapping[str, Path], root: Path, manifest: str, env: str) -> Path:
+    """A project in ``root`` (``manifest`` as its envfactory.yaml) locked and its environment
+    ``env`` created, by the envfactory command as a user types it; the environment's prefix."""
+    (root / "envfactory.yaml").write_text(manifest)
+    for args in (["lock", *cli_flags(channels)], ["create", env]):
+        proc = subprocess.run(
+            [ENVFACTORY, *args], cwd=root, capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, proc.stderr
+    return root / "envs" / env
