@@ -7,12 +7,14 @@ folder of wheels the pip side locks against.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from envfactory.activation.plan import CORE_RELPATH, plan_for, plan_relpath, script_relpath
 from envfactory.catalog.loader import load_catalog
@@ -23,6 +25,17 @@ from envfactory.solve.lock import LockRequest, lock_combo
 
 SOURCES = ("defaults", "conda-forge")  # created_env's channels
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")  # the CLI of this checkout's venv
+
+# The fuzz tests' settings: 150 derandomized examples per test (the same ones every run);
+# ENVFACTORY_FUZZ_EXAMPLES=N runs N random ones instead, for a longer hunt.
+_LONG = int(os.environ.get("ENVFACTORY_FUZZ_EXAMPLES", "0"))
+FUZZ = settings(
+    max_examples=_LONG or 150,
+    deadline=None,
+    derandomize=not _LONG,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def lock_request(

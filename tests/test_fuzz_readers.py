@@ -13,30 +13,19 @@ ones; ``ENVFACTORY_FUZZ_EXAMPLES=5000`` runs that many random ones per test inst
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped,unused-ignore]
-from factories import lock_file
-from hypothesis import HealthCheck, given, settings
+from factories import FUZZ, lock_file
+from hypothesis import given
 from hypothesis import strategies as st
 
 from envfactory import untrusted
 from envfactory.errors import UserInputError
 from envfactory.lockfile.condalock_adapter import read_lock
 from envfactory.project.manifest import load_project
-
-# ENVFACTORY_FUZZ_EXAMPLES=N: N random (not derandomized) examples per test, for a longer hunt.
-_LONG = int(os.environ.get("ENVFACTORY_FUZZ_EXAMPLES", "0"))
-FUZZ = settings(
-    max_examples=_LONG or 150,
-    deadline=None,
-    derandomize=not _LONG,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 # Scalars an attacker would try: the characters that matter to shells, files and URLs.
 NASTY = st.sampled_from(
@@ -88,6 +77,15 @@ def edited(doc: Any, path: tuple[Any, ...], value: Any, remove: bool) -> Any:
     return doc
 
 
+def leaves_edited(data: st.DataObject, doc: Any) -> Any:
+    """``doc`` with one to three leaves (or whole subtrees) replaced by drawn values or removed."""
+    for _ in range(data.draw(st.integers(1, 3))):
+        where = data.draw(st.sampled_from(paths_of(doc)))
+        remove = bool(where) and data.draw(st.booleans())
+        doc = edited(doc, where, data.draw(VALUES), remove)
+    return doc
+
+
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz")
@@ -128,11 +126,7 @@ def test_the_unfuzzed_lock_reads(lock_doc: dict[str, Any], work: Path) -> None:
 def test_lock_with_a_leaf_replaced_or_removed(
     data: st.DataObject, lock_doc: dict[str, Any], work: Path
 ) -> None:
-    doc = lock_doc
-    for _ in range(data.draw(st.integers(1, 3))):
-        where = data.draw(st.sampled_from(paths_of(doc)))
-        remove = bool(where) and data.draw(st.booleans())
-        doc = edited(doc, where, data.draw(VALUES), remove)
+    doc = leaves_edited(data, lock_doc)
     path = work / "leaf.yml"
     path.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
     check_read_lock(path)
@@ -207,11 +201,7 @@ def test_the_unfuzzed_manifest_loads(work: Path) -> None:
 @FUZZ
 @given(data=st.data())
 def test_manifest_with_a_leaf_replaced_or_removed(data: st.DataObject, work: Path) -> None:
-    doc: Any = MANIFEST
-    for _ in range(data.draw(st.integers(1, 3))):
-        where = data.draw(st.sampled_from(paths_of(doc)))
-        remove = bool(where) and data.draw(st.booleans())
-        doc = edited(doc, where, data.draw(VALUES), remove)
+    doc = leaves_edited(data, MANIFEST)
     path = work / "envfactory.yaml"
     path.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
     check_load_project(path)

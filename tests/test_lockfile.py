@@ -13,14 +13,14 @@ refuse them both.
 from __future__ import annotations
 
 import copy
-import os
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped,unused-ignore]
-from hypothesis import HealthCheck, given, settings
+from factories import FUZZ
+from hypothesis import given
 from hypothesis import strategies as st
 
 from envfactory.catalog.loader import load_catalog
@@ -240,15 +240,6 @@ def outcome(read: Any, path: Path) -> LockContents | str:
     return contents
 
 
-# ENVFACTORY_FUZZ_EXAMPLES=N: N random (not derandomized) examples, for a longer hunt.
-_LONG = int(os.environ.get("ENVFACTORY_FUZZ_EXAMPLES", "0"))
-FUZZ = settings(
-    max_examples=_LONG or 150,
-    deadline=None,
-    derandomize=not _LONG,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 LEAVES = st.one_of(
     st.none(),
     st.booleans(),
