@@ -26,6 +26,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 _GOLDENS = pytest.StashKey[Goldens]()
 
+# Fixtures that need wine or an outside host: a test using one must carry the marker, so that a
+# bare `pytest` (which leaves out slow, network and wine: pyproject.toml) runs offline without wine.
+NEEDS_MARKERS = {
+    "wine": ("wine",),  # conftest's wine prefix, and test_hostile_state_values' own
+    "windows_python": ("network",),  # downloaded from PyPI once
+    "pypi_files": ("network",),  # test_pipside: a real sdist and wheel from PyPI
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuses a test that uses a fixture of NEEDS_MARKERS without its markers."""
+    for item in items:
+        for fixture in getattr(item, "fixturenames", ()):
+            missing = [m for m in NEEDS_MARKERS.get(fixture, ()) if not item.get_closest_marker(m)]
+            if missing:
+                raise pytest.UsageError(
+                    f"error: {item.nodeid} uses the fixture {fixture!r} but is not marked "
+                    f"{', '.join(missing)}\nhint: add @pytest.mark.{missing[0]} (or a "
+                    "module-level pytestmark); a bare pytest must run offline and without wine"
+                )
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_GOLDENS] = Goldens(update=bool(config.getoption("--update-goldens")))
