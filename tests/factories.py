@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -109,3 +110,15 @@ def created_project(channels: Mapping[str, Path], root: Path, manifest: str, env
         )
         assert proc.returncode == 0, proc.stderr
     return root / "envs" / env
+
+
+def paths_of(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path to a node of the parsed YAML ``doc`` (keys and indices): where fuzzers edit."""
+    out = [prefix]
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            out += paths_of(value, (*prefix, key))
+    elif isinstance(doc, list):
+        for index, value in enumerate(doc):
+            out += paths_of(value, (*prefix, index))
+    return out

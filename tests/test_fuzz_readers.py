@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped,unused-ignore]
-from factories import FUZZ, lock_file
+from factories import FUZZ, lock_file, paths_of
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -49,18 +49,6 @@ VALUES = st.recursive(
     ),
     max_leaves=12,
 )
-
-
-def paths_of(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every path to a node of ``doc`` (keys and indices)."""
-    out = [prefix]
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            out += paths_of(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for index, value in enumerate(doc):
-            out += paths_of(value, (*prefix, index))
-    return out
 
 
 def edited(doc: Any, path: tuple[Any, ...], value: Any, remove: bool) -> Any:

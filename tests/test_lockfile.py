@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped,unused-ignore]
-from factories import FUZZ
+from factories import FUZZ, paths_of
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -250,17 +250,6 @@ LEAVES = st.one_of(
     st.lists(st.text(max_size=4), max_size=2),
     st.dictionaries(st.sampled_from(["url", "md5", "sha256", "type", "x"]), st.text(), max_size=2),
 )
-
-
-def paths_of(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            out += paths_of(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for index, value in enumerate(doc):
-            out += paths_of(value, (*prefix, index))
-    return out
 
 
 @pytest.fixture(scope="module")
