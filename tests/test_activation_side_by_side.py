@@ -29,6 +29,8 @@ from envfactory.activation.plan import (
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import Combo, Platform
 
+pytestmark = pytest.mark.slow  # two environments locked and created, then six shells
+
 PLATFORM: Platform = "linux-64"
 TF1, TF2 = "tf114-cuda100", "tf210-cuda112"
 VENDOR = "/opt/Vendor Tools"  # a directory with a space, which must stay where it is

@@ -37,6 +37,7 @@ def research_toolkit(version: str, release: str) -> dict[str, Any]:
 TOOLKITS = sorted(load_catalog().toolkits)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", TOOLKITS)
 def test_toolkit_minimum_drivers_are_nvidias(version: str) -> None:
     """The driver each toolkit ships with, per OS, as NVIDIA's release notes table says."""
@@ -46,6 +47,7 @@ def test_toolkit_minimum_drivers_are_nvidias(version: str) -> None:
     assert toolkit.driver["windows"] == str(row["windows_min_driver"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", TOOLKITS)
 def test_toolkit_architecture_range_is_the_researched_one(version: str) -> None:
     toolkit = load_catalog().toolkits[version]

@@ -28,6 +28,8 @@ from envfactory.lockfile.condalock_adapter import read_lock
 from envfactory.project.manifest import load_project
 
 # Scalars an attacker would try: the characters that matter to shells, files and URLs.
+pytestmark = pytest.mark.slow  # 150 examples a test; the hunt is long by design
+
 NASTY = st.sampled_from(
     ["", "..", "../x", "/etc/passwd", "a\nb", "x' ; touch M; '", "`id`", "$(id)", "%PATH%",
      "file:///x/../y", "http://h/a b", "-r /etc/hostname", "\u201cq\u201d", "\x00", "\\",

@@ -125,6 +125,7 @@ def test_a_prefix_holding_an_argv_field_is_refused(created: Path, tmp_path: Path
     assert not (tmp_path / "jupyter").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("marker", "expected"),
     [

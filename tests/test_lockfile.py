@@ -261,6 +261,7 @@ def fresh_doc(fresh_lock: Path) -> dict[str, Any]:
 seen_outcomes: set[str] = set()
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_a_fuzzed_lock_reads_as_conda_lock_reads_it(
@@ -287,6 +288,7 @@ def test_a_fuzzed_lock_reads_as_conda_lock_reads_it(
         assert ours == theirs
 
 
+@pytest.mark.slow
 def test_the_fuzzing_reached_both_outcomes() -> None:
     """Run after the fuzz test: its edits made locks that both readers read, and locks that
     both refused (a fuzzer whose every lock is refused compares nothing)."""
