@@ -6,11 +6,13 @@ Input: synthetic conda-lock v1 files of N conda packages for linux-64, every fie
 shapes: ``chain`` (each package needs the next one: the deepest graph, the worst case of conda's
 sort) and ``wide`` (each package needs the three before it). Issue 28 measured 12-20 s for
 16,000 packages. For each file: CPU seconds (``time.process_time``, less sensitive than wall time
-to the load of a shared machine) of ``read_lock`` as a whole, of the YAML load alone (bounds check
-and libyaml with the cycle collector paused, as read_lock loads it: the floor of any reader
-built on PyYAML), and of the sort alone, envfactory's (``lockfile.toposort``)
-and conda's own (``toposort`` as conda-lock vendors it; what read_lock computed before), the
-latter cut off after ``--old-timeout`` seconds (default 30) in a child process.
+to the load of a shared machine) of ``read_lock`` as a whole, of the YAML load alone
+(``yamlio.load_plain``, as read_lock loads it: libyaml's composer, bounded and typed while the
+values are built, the cycle collector paused), of PyYAML's own loader (``yaml.load`` with
+libyaml's ``CSafeLoader``, what read_lock used before, after a separate bounds walk), and of
+the sort alone, envfactory's (``lockfile.toposort``) and conda's own (``toposort`` as conda-lock
+vendors it; what read_lock computed before), the latter cut off after ``--old-timeout`` seconds
+(default 30) in a child process.
 
 Growth per doubling of N is printed: ~2x is linear, ~4x quadratic.
 """
@@ -109,10 +111,10 @@ def main() -> None:
     import yaml  # type: ignore[import-untyped,unused-ignore]
 
     from envfactory.lockfile.read import read_lock, toposort
-    from envfactory.yamlio import check_bounds
+    from envfactory.yamlio import load_plain
 
-    print(f"{'shape':6} {'N':>6} {'read_lock':>10} {'yaml load':>10} {'sort':>8} "
-          f"{'conda sort':>11}  (CPU seconds)")  # fmt: skip
+    print(f"{'shape':6} {'N':>6} {'read_lock':>10} {'yaml load':>10} {'CSafeLoader':>12} "
+          f"{'sort':>8} {'conda sort':>11}  (CPU seconds)")  # fmt: skip
     for shape in ("chain", "wide"):
         previous: float | None = None
         for n in sizes:
@@ -124,18 +126,23 @@ def main() -> None:
                 read_lock(path)
                 total = time.process_time() - start
             start = time.process_time()
-            check_bounds(text, "x", "pyyaml")
-            gc.disable()  # as read_lock loads it
+            load_plain("x", text, "")
+            load = time.process_time() - start
+            start = time.process_time()
+            gc.disable()  # as read_lock loaded it before
             yaml.load(text, Loader=yaml.CSafeLoader)
             gc.enable()
-            load = time.process_time() - start
+            pyyaml = time.process_time() - start
             graph = graph_of(n, shape)
             start = time.process_time()
             toposort(graph)
             sort = time.process_time() - start
             old = old_sort(graph, args.old_timeout)
             growth = f"  x{total / previous:.1f} per doubling" if previous else ""
-            print(f"{shape:6} {n:>6} {total:>10.2f} {load:>10.2f} {sort:>8.3f} {old:>11}{growth}")
+            print(
+                f"{shape:6} {n:>6} {total:>10.2f} {load:>10.2f} {pyyaml:>12.2f} {sort:>8.3f} "
+                f"{old:>11}{growth}"
+            )
             previous = total
 
 

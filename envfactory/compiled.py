@@ -9,9 +9,10 @@ fields. ``read`` returns the records only when both match what is installed now;
 file (docs/closures.md tells users to edit ``constraints.yaml`` to override a bound) or a changed
 model makes it stale, and the owner loads the YAML again, with its ``file:line`` errors.
 
-The owners: ``catalog/loader.py`` (``data/catalog.pickle``), ``catalog/gpus.py``
-(``data/gpus.pickle``) and ``diagnose/explain.py`` (``data/explain-patterns.pickle``), each
-through its ``DATA`` (a ``CompiledData``). The files are package data, installed with the
+``DATA_DIR`` is where every data file of the package is found. The owners:
+``catalog/loader.py`` (``data/catalog.pickle``), ``catalog/gpus.py`` (``data/gpus.pickle``) and
+``diagnose/explain.py`` (``data/explain-patterns.pickle``), each through its ``DATA`` (a
+``CompiledData``). The files are package data, installed with the
 modules and as trusted as they are, and are never written outside the source tree:
 ``scripts/compile-data`` rewrites them, and tests/test_compiled_data.py holds them to a fresh
 load of the YAML.
@@ -28,6 +29,11 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+
+# The package's own data files (envfactory/data), the one place that locates them: next to the
+# modules in every install (a wheel is unpacked, never imported from a zip);
+# importlib.resources would cost 10-20 ms of imports on every command.
+DATA_DIR = Path(__file__).resolve().parent / "data"
 
 MAGIC = b"envfactory compiled data v1"
 REGENERATE = "scripts/compile-data"

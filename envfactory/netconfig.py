@@ -188,15 +188,18 @@ def condarc_files(env: Mapping[str, str]) -> list[Path]:
 
 
 def conda_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """``proxy_servers`` and ``ssl_verify`` from the ``.condarc`` files."""
-    import yaml
+    """``proxy_servers`` and ``ssl_verify`` from the ``.condarc`` files, typed as conda reads
+    them (ruamel, YAML 1.2: conda/conda, conda/common/serialize.py): ``ssl_verify: no`` is the
+    text ``no`` there too, not false. A file that does not read is skipped."""
+    from envfactory.errors import EnvfactoryError
+    from envfactory.yamlio import load_plain
 
     env = os.environ if env is None else env
     out: dict[str, Any] = {}
     for path in condarc_files(env):
         try:
-            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
+            doc = load_plain(str(path), path.read_text(encoding="utf-8"), "fix the .condarc")
+        except (OSError, UnicodeDecodeError, EnvfactoryError):
             continue
         if not isinstance(doc, dict):
             continue
@@ -220,5 +223,13 @@ def conda_session(env: Mapping[str, str] | None = None) -> Any:
     if verify is False or (isinstance(verify, str) and verify.lower() == "false"):
         return _Session(session, frozenset(), everywhere=True)
     if isinstance(verify, str) and verify.lower() != "true":
+        if not Path(verify).exists():  # conda refuses it too (not a bool, file or directory)
+            from envfactory.errors import UserInputError
+
+            raise UserInputError(
+                f".condarc: ssl_verify {verify!r} is not true, false or a CA bundle's path",
+                "write 'ssl_verify: false' to turn the checks off ('no' is text in YAML 1.2, "
+                "as conda reads .condarc), or the path of a CA bundle",
+            )
         session.verify = verify
     return _Session(session, frozenset())

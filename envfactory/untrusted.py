@@ -26,7 +26,7 @@ RESERVED_HINT = (
     "'envfactory show COMBO') and CONDA_* from conda; choose another variable"
 )
 # Variables that decide which program a command name runs, which libraries the loader maps, or
-# which code a shell or an interpreter runs before the user's own (issue 28): set on every
+# which code a shell or an interpreter runs before the user's own (docs/security.md): set on every
 # activation, one of these would let whoever wrote the lock run code as every user of the
 # environment. Sources: ld.so(8) (LD_*), dyld(1) (DYLD_*), bash(1) (BASH_ENV, ENV, PROMPT_COMMAND,
 # PS1-PS4, IFS, SHELLOPTS, BASHOPTS, CDPATH, GLOBIGNORE), zsh(1) (ZDOTDIR), python(1)
@@ -186,7 +186,7 @@ def url_problem(url: str) -> str | None:
         return f"it contains {_show(bad)}"
     # Judged as the readers parse it (urllib's urlsplit, then unquote: pkgcache.local_path,
     # pypi.fetch_verified), not as the text looks: a file:// URL's query or an encoded '/' once
-    # let "x.tar.bz2?/../../etc/passwd" look like a package and read another file (issue 28).
+    # let "x.tar.bz2?/../../etc/passwd" look like a package and read another file.
     from urllib.parse import unquote, urlsplit
 
     parts = urlsplit(url)
@@ -278,7 +278,7 @@ def _show(char: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Credentials in channel URLs (issue 28): kept out of every file and message, as conda does.
+# Credentials in channel URLs: kept out of every file and message, as conda does.
 # conda masks an anaconda.org token in a URL as "/t/<TOKEN>/" (conda-lock's
 # ``Channel.conda_token_replaced_url``; mamba's ``split_anaconda_token`` finds it with
 # "/t/([a-zA-Z0-9-]*)") and drops a URL's "user:password@" (conda's ``remove_auth``) before a
@@ -325,7 +325,7 @@ def redact(text: str) -> str:
 # --------------------------------------------------------------------------------------------
 # Text that reaches a terminal: a log pasted into ``explain``, a string from a lock quoted in a
 # message. A terminal obeys escape sequences: OSC 52 writes the clipboard, OSC 0 the window title,
-# CSI 2J clears the screen, CR and BS overwrite what was printed (issue 28). They are removed,
+# CSI 2J clears the screen, CR and BS overwrite what was printed. They are removed,
 # whole sequences first, then every other C0/C1 control character but newline and tab, and the
 # bidirectional overrides that reorder what is shown (CVE-2021-42574, "Trojan Source").
 

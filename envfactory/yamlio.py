@@ -1,18 +1,25 @@
-"""YAML adapter: libyaml's composer (through PyYAML), whose nodes carry their line numbers, turned
+"""YAML adapter: every YAML file envfactory reads goes through here, with one typing rule and
+the same bounds. libyaml's composer (through PyYAML), whose nodes carry their line numbers, turned
 into plain dicts and lists that remember those lines, and one validating reader over them, so
 every data file (catalog, project manifest) reports a bad key or value as ``file:line`` with a
-hint.
+hint; ``load_plain`` builds plain dicts and lists for large documents read whole (a lock).
 
 Why libyaml and not ruamel's round-trip parser: the catalog (~100 KB of YAML) is read by every
 command; ruamel's pure-Python parser took 210-250 ms for it, libyaml composes it in ~8 ms
-(benchmarks/bench_catalog.py measures both in one run). Scalars are typed by the YAML 1.2 core
-schema, as ruamel types them: ``yes``/``no``/``on``/``off`` stay strings, ``010`` is 10.
+(benchmarks/bench_catalog.py measures both in one run).
+
+The typing rule: an untagged plain scalar is null, a bool, an int or a float only where YAML 1.1
+(PyYAML: conda-lock's writer and reader) and YAML 1.2's core schema (ruamel: conda's ``.condarc``
+reader) both read it so, with the same value; every other plain scalar is its text. So
+``yes``/``no``/``on``/``off`` stay strings (1.1 says bool), and so do ``010`` (1.1: 8, 1.2: 10),
+``0o17``, ``1e3``, ``-.5`` (1.1: strings, 1.2: numbers), ``1_000`` and ``2021-01-01`` (1.1: an int
+and a date, 1.2: strings). What either library writes reads back as the value it wrote: each
+quotes a string its own version would read as another type, so a plain scalar it writes is one
+both versions agree on or a string to both (tests/test_yamlio.py checks both writers).
 
 Bounded: aliases may expand at most ``MAX_ALIAS_NODES`` nodes in all (a "billion laughs" block
 fails as it starts to grow instead of filling memory), nesting is refused beyond ``MAX_DEPTH``
-collections, and a key given twice is refused, each with file:line. Text that another parser
-will load (conda-lock's reader, ruamel) goes through ``check_bounds`` first, which walks the
-parser's event stream with the same two limits.
+collections, and a key given twice is refused, each with file:line.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import yaml
 from yaml.composer import Composer
@@ -63,16 +70,21 @@ _BOOL = "tag:yaml.org,2002:bool"
 _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
 
-# The YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution).
+# Where YAML 1.1 (https://yaml.org/type/) and the YAML 1.2 core schema
+# (https://yaml.org/spec/1.2.2/#1032-tag-resolution) read a plain scalar the same way.
 _NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 _TRUE = frozenset({"true", "True", "TRUE"})
 _FALSE = frozenset({"false", "False", "FALSE"})
-_INT_RE = re.compile(r"[-+]?[0-9]+\Z")
-_OCT_RE = re.compile(r"0o[0-7]+\Z")
+# A leading zero makes an octal number in 1.1: 010 is 8 there, 10 in 1.2; 07 is 7 in both.
+_INT_RE = re.compile(r"[-+]?(?:0|[1-9][0-9]*|0+[0-7])\Z")
 _HEX_RE = re.compile(r"0x[0-9a-fA-F]+\Z")
-_FLOAT_RE = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?\Z")
+# 1.1 wants a dot, and a sign on an exponent; 1.2 allows a sign before a leading dot (-.5).
+_FLOAT_RE = re.compile(r"(?:[-+]?[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+][0-9]+)?\Z")
 _INF_RE = re.compile(r"[-+]?\.(?:inf|Inf|INF)\Z")
 _NAN_RE = re.compile(r"\.(?:nan|NaN|NAN)\Z")
+# What an explicit !!int / !!float tag accepts (the 1.2 core forms).
+_TAGGED_INT_RE = re.compile(r"[-+]?[0-9]+\Z")
+_TAGGED_FLOAT_RE = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?\Z")
 
 
 _PLAIN = "tag:envfactory,2026:plain"  # an untagged plain scalar, typed later by ``_scalar``
@@ -80,7 +92,7 @@ _PLAIN = "tag:envfactory,2026:plain"  # an untagged plain scalar, typed later by
 
 class _Composer(_BaseLoader):
     """libyaml's parser and composer. Untagged plain scalars get the ``_PLAIN`` tag (typed by
-    the core schema in ``_scalar``); quoted ones and ``!!str`` stay strings."""
+    the module's typing rule in ``_scalar``); quoted ones and ``!!str`` stay strings."""
 
     def resolve(self, kind: type[Node], value: Any, implicit: tuple[bool, bool]) -> str:
         if kind is ScalarNode:
@@ -216,8 +228,6 @@ def _scalar(node: ScalarNode) -> Any:
     if first in "0123456789+-.":
         if _INT_RE.match(value):
             return int(value)
-        if _OCT_RE.match(value):
-            return int(value[2:], 8)
         if _HEX_RE.match(value):
             return int(value[2:], 16)
         if _FLOAT_RE.match(value):
@@ -235,28 +245,36 @@ def _tagged(node: ScalarNode) -> Any:
         return None
     if node.tag == _BOOL and (value in _TRUE or value in _FALSE):
         return value in _TRUE
-    if node.tag == _INT and _INT_RE.match(value):
+    if node.tag == _INT and _TAGGED_INT_RE.match(value):
         return int(value)
-    if node.tag == _FLOAT and (_FLOAT_RE.match(value) or _INT_RE.match(value)):
+    if node.tag == _FLOAT and _TAGGED_FLOAT_RE.match(value):
         return float(value)
     return value  # an unknown or application tag: the text as written
 
 
 class _Builder:
-    """Turns composed nodes into ``YamlMap``/``YamlSeq``/scalars, refusing what the module
-    docstring says it refuses."""
+    """Turns composed nodes into ``YamlMap``/``YamlSeq``/scalars (plain dicts and lists when not
+    ``lines``), refusing what the module docstring says it refuses."""
 
-    def __init__(self, name: str, hint: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        hint: str,
+        error: type[EnvfactoryError] = CatalogError,
+        lines: bool = True,
+    ) -> None:
         self.name = name
         self.hint = hint
+        self.error = error
+        self.lines = lines
         self.seen: set[int] = set()
         self.alias_nodes = 0
 
-    def fail(self, node: Node, message: str) -> CatalogError:
-        return CatalogError(f"{self.name}:{node.start_mark.line + 1}: {message}", self.hint)
+    def fail(self, node: Node, message: str) -> EnvfactoryError:
+        return self.error(f"{self.name}:{node.start_mark.line + 1}: {message}", self.hint)
 
-    def limit(self, node: Node, message: str) -> CatalogError:
-        return CatalogError(f"{self.name}:{node.start_mark.line + 1}: {message}", LIMIT_HINT)
+    def limit(self, node: Node, message: str) -> EnvfactoryError:
+        return self.error(f"{self.name}:{node.start_mark.line + 1}: {message}", LIMIT_HINT)
 
     def build(self, node: Node, depth: int = 0, aliased: bool = False) -> Any:
         """``depth``: how many collections enclose ``node``."""
@@ -275,6 +293,8 @@ class _Builder:
         if depth > MAX_DEPTH:
             raise self.limit(node, f"YAML nests deeper than {MAX_DEPTH} levels")
         if isinstance(node, SequenceNode):
+            if not self.lines:
+                return [self.build(item, depth, aliased) for item in node.value]
             seq = YamlSeq(node.start_mark.line + 1)
             for item in node.value:
                 seq.item_lines.append(item.start_mark.line + 1)
@@ -282,18 +302,19 @@ class _Builder:
             return seq
         if node.tag != _MAP and not isinstance(node, MappingNode):  # pragma: no cover
             raise self.fail(node, f"unsupported node {node.tag}")
-        mapping = YamlMap(node.start_mark.line + 1)
+        mapping: dict[Any, Any] = YamlMap(node.start_mark.line + 1) if self.lines else {}
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge" or (
                 isinstance(key_node, ScalarNode) and key_node.value == "<<" and not key_node.style
             ):
                 raise self.fail(key_node, "merge keys ('<<') are not supported; write the keys")
             key = self.build(key_node, depth, aliased)
-            if isinstance(key, YamlMap | YamlSeq):
+            if isinstance(key, dict | list):
                 raise self.fail(key_node, "a key is a list or mapping, not a plain value")
             if key in mapping:
                 raise self.fail(key_node, f"key '{key}' appears twice in this mapping")
-            mapping.key_lines[key] = key_node.start_mark.line + 1
+            if self.lines:
+                cast(YamlMap, mapping).key_lines[key] = key_node.start_mark.line + 1
             mapping[key] = self.build(value_node, depth, aliased)
         return mapping
 
@@ -301,25 +322,52 @@ class _Builder:
 def load_yaml(name: str, text: str, hint: str = "fix the catalog data file") -> Any:
     """The single document in ``text`` as ``YamlMap``/``YamlSeq``/scalars (None when empty);
     ``name`` is the file name used in messages."""
+    return _load(name, text, _Builder(name, hint))
+
+
+def load_plain(
+    name: str, text: str, hint: str, error: type[EnvfactoryError] = UserInputError
+) -> Any:
+    """``load_yaml``'s values, limits and messages as plain dicts and lists, without lines, and
+    with Python's cycle collector paused while they are built: for a large document read whole
+    (a lock of 16,000 packages builds millions of containers, over which the collector would
+    run again and again; benchmarks/bench_lock_read.py). Errors are ``error``s with ``hint``."""
+    import gc
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(name, text, _Builder(name, hint, error, lines=False))
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _load(name: str, text: str, builder: _Builder) -> Any:
     composer = _Composer(text)
     try:
         node = composer.get_single_node()
     except yaml.MarkedYAMLError as exc:
-        raise _syntax_error(name, exc, hint) from None
+        raise _syntax_error(name, exc, builder.hint, builder.error) from None
     except yaml.YAMLError as exc:
-        raise CatalogError(f"{name}: not valid YAML: {exc}", hint) from None
+        raise builder.error(f"{name}: not valid YAML: {exc}", builder.hint) from None
     finally:
         composer.dispose()
-    return None if node is None else _Builder(name, hint).build(node)
+    return None if node is None else builder.build(node)
 
 
-def _syntax_error(name: str, exc: yaml.MarkedYAMLError, hint: str) -> CatalogError:
+def _syntax_error(
+    name: str,
+    exc: yaml.MarkedYAMLError,
+    hint: str,
+    error: type[EnvfactoryError] = CatalogError,
+) -> EnvfactoryError:
     mark = exc.problem_mark or exc.context_mark
     where = f"{name}:{mark.line + 1}" if mark is not None else name
     problem = exc.problem or exc.context or "malformed"
     if "maximum nesting depth" in problem:  # libyaml's own limit, 1000 levels
-        return CatalogError(f"{where}: YAML nests deeper than {MAX_DEPTH} levels", LIMIT_HINT)
-    return CatalogError(f"{where}: not valid YAML: {problem}", hint)
+        return error(f"{where}: YAML nests deeper than {MAX_DEPTH} levels", LIMIT_HINT)
+    return error(f"{where}: not valid YAML: {problem}", hint)
 
 
 class YamlReader:
@@ -417,70 +465,3 @@ def line_of(node: Any) -> int | None:
     """The line a mapping or sequence starts on; None for a scalar (it has no line of its own:
     report its key's line)."""
     return node.line if isinstance(node, YamlMap | YamlSeq) else None
-
-
-def check_bounds(
-    text: str,
-    name: str,
-    parser: Literal["ruamel", "pyyaml"] = "ruamel",
-    error: type[EnvfactoryError] = UserInputError,
-) -> None:
-    """Refuse ``text`` if its aliases would expand beyond ``MAX_ALIAS_NODES`` extra nodes or it
-    nests deeper than ``MAX_DEPTH``. Syntax errors are left to the loader, which reports them
-    with a line. ``parser`` is the library that will load the text (their grammars differ at
-    the edges, so the check reads the text the way the loader will)."""
-    hint = LIMIT_HINT
-    if parser == "pyyaml":
-        # libyaml's parser first (a 290 KB lock: 0.09 s, against 1.3 s in Python). It scans a
-        # whole flow collection before its first event and stops at its own nesting limit
-        # (1000) with a syntax error; then the pure-Python parser, which streams, says why.
-        for loader in (getattr(yaml, "CSafeLoader", None), yaml.SafeLoader):
-            if loader is None:
-                continue
-            try:
-                _walk(yaml.parse(text, Loader=loader), name, hint, error)
-                return
-            except yaml.YAMLError:
-                continue
-        return  # the loader reports the syntax error, with its line
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
-    try:
-        _walk(YAML(typ="rt").parse(text), name, hint, error)
-    except YAMLError:
-        return  # the loader reports the syntax error, with its line
-
-
-def _walk(events: Iterable[Any], name: str, hint: str, error: type[EnvfactoryError]) -> None:
-    sizes: dict[str, int] = {}  # anchor -> expanded node count of the node it marks
-    stack: list[list[Any]] = []  # [anchor, expanded size so far] per open collection
-    extra = 0
-    for event in events:
-        kind = type(event).__name__
-        if kind in ("MappingStartEvent", "SequenceStartEvent"):
-            stack.append([event.anchor, 1])
-            if len(stack) > MAX_DEPTH:
-                line = event.start_mark.line + 1 if event.start_mark else "?"
-                raise error(f"{name}:{line}: YAML nests deeper than {MAX_DEPTH} levels", hint)
-            continue
-        if kind in ("MappingEndEvent", "SequenceEndEvent"):
-            anchor, size = stack.pop()
-        elif kind == "ScalarEvent":
-            anchor, size = event.anchor, 1
-        elif kind == "AliasEvent":
-            anchor, size = None, sizes.get(event.anchor, 1)
-            extra += size
-            if extra > MAX_ALIAS_NODES:
-                line = event.start_mark.line + 1 if event.start_mark else "?"
-                raise error(
-                    f"{name}:{line}: YAML aliases expand to more than {MAX_ALIAS_NODES} nodes "
-                    "(an alias bomb)",
-                    hint,
-                )
-        else:
-            continue
-        if anchor is not None:
-            sizes[anchor] = size
-        if stack:
-            stack[-1][1] += size

@@ -215,3 +215,102 @@ def test_only_the_lockfile_stage_imports_conda_lock() -> None:
                 if n.split(".")[0] == "conda_lock"
             ]
     assert outside == []
+
+
+# --- a host-neutral core ---------------------------------------------------------------------
+
+# Modules of the standard library that exist on one kind of host only (the library reference's
+# "Availability" notes: https://docs.python.org/3/library/unix.html and .../windows.html).
+POSIX_ONLY = frozenset(
+    {"fcntl", "pwd", "grp", "termios", "tty", "pty", "resource", "posix", "syslog", "crypt",
+     "spwd", "nis", "ossaudiodev", "readline", "curses"}
+)  # fmt: skip
+WINDOWS_ONLY = frozenset({"msvcrt", "winreg", "_winapi", "winsound", "nt"})
+HOST_ADAPTER = "envfactory.host"
+
+
+def module_level_imports(tree: ast.Module) -> list[tuple[int, str]]:
+    """``(line, top-level module)`` of every import that runs when the module is imported: not
+    inside a function, nor under ``if TYPE_CHECKING:``."""
+    found: list[tuple[int, str]] = []
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                found.extend((node.lineno, a.name.split(".")[0]) for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.append((node.lineno, node.module.split(".")[0]))
+            elif isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+                visit(node.orelse)
+            elif not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                # class bodies, try/except/else/finally, if/else, with, loops: run at import
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+                for name in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, name, []))
+
+    visit(tree.body)
+    return found
+
+
+def host_only_imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        f"{path.relative_to(PACKAGE.parent)}:{line} imports {name}"
+        for line, name in module_level_imports(tree)
+        if name in POSIX_ONLY | WINDOWS_ONLY
+    ]
+
+
+def test_no_module_imports_a_host_only_module_at_import_time() -> None:
+    """``import fcntl`` at module level in the cache ended every cache-using command on a
+    Windows host in an internal error; what one host lacks is imported inside a function, and
+    the host differences live in ``envfactory/host.py``."""
+    found = [
+        problem
+        for path in MODULES
+        if module_name(path) != HOST_ADAPTER
+        for problem in host_only_imports(path)
+    ]
+    assert found == []
+
+
+def test_the_host_check_sees_a_planted_import(tmp_path: Path) -> None:
+    planted = tmp_path / "envfactory" / "cache" / "planted.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(
+        "from __future__ import annotations\n"
+        "import os\n"
+        "import fcntl\n"
+        "try:\n    import msvcrt\nexcept ImportError:\n    pass\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import termios\n"
+        "class A:\n    import pwd\n"
+        "def f():\n    import grp\n",
+        encoding="utf-8",
+    )
+    tree = ast.parse(planted.read_text(encoding="utf-8"))
+    hits = [(line, n) for line, n in module_level_imports(tree) if n in POSIX_ONLY | WINDOWS_ONLY]
+    assert hits == [(3, "fcntl"), (5, "msvcrt"), (12, "pwd")]
+
+
+def test_only_yamlio_parses_yaml() -> None:
+    """One YAML reading layer, one typing rule: PyYAML and ruamel are imported only by
+    ``envfactory/yamlio.py`` (lazy imports count)."""
+    outside = []
+    for path in MODULES:
+        if module_name(path) == "envfactory.yamlio":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            outside += [
+                f"{module_name(path)}:{node.lineno} imports {n}"
+                for n in names
+                if n.split(".")[0] in ("yaml", "ruamel", "_ruamel_yaml")
+            ]
+    assert outside == []

@@ -83,3 +83,128 @@ def test_the_quick_start_runs_as_written(test_channels: dict[str, Path], tmp_pat
     named = tmp_path / "conda-envs" / "tf114"
     assert (named / "conda-meta" / "envfactory.json").is_file()
     assert list((named / "etc" / "conda" / "activate.d").glob("*.sh"))
+
+
+# --- the package cites only what a reader of the repository can open ------------------------
+
+# Citations of documents that are not in the repository: the research notes and design of the
+# sessions that built it, and their issue numbers. A public source is cited by its URL, a
+# document of the repository by its path (docs/..., benchmarks/...).
+OUTSIDE_CITATION = re.compile(
+    r"shared/research|/work/shared|research/[\w-]+\.(?:md|yaml)|feasibility\.md|compat-facts"
+    r"|DESIGN\.md|STYLE\.md|\bdesign §|\bdecision \d+|\b[Ii]ssues? \d+"
+)
+
+
+def citations_outside(path: Path, root: Path = ROOT) -> list[str]:
+    """``path:line: text`` of each citation of a document outside the repository: anywhere in a
+    Python module or template, in the comments of a YAML data file (its values cite public
+    sources by their own names)."""
+    found = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        text = line
+        if path.suffix == ".yaml":
+            text = line.lstrip() if line.lstrip().startswith("#") else line.partition(" #")[2]
+        if OUTSIDE_CITATION.search(text):
+            found.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    return found
+
+
+def package_texts() -> list[Path]:
+    package = ROOT / "envfactory"
+    return sorted(
+        p for p in package.rglob("*") if p.is_file() and p.suffix in (".py", ".yaml", ".j2")
+    )
+
+
+def test_no_comment_or_docstring_cites_a_document_outside_the_repository() -> None:
+    assert len(package_texts()) >= 80
+    assert [hit for path in package_texts() for hit in citations_outside(path)] == []
+
+
+def test_the_citation_check_sees_each_kind(tmp_path: Path) -> None:
+    planted = tmp_path / "envfactory" / "m.py"
+    planted.parent.mkdir()
+    lines = [
+        "# measured (shared/research/feasibility.md §1d)",
+        '"""see /work/shared/DESIGN.md"""',
+        "x = 1  # design §3",
+        "# DESIGN.md, decision 15",
+        "# the warm create (issue 11)",
+        "# fixed in issues 28 and 29",
+        "# tensorflow/tensorflow#46537 and https://github.com/org/repo/issues/5 are fine",
+        "# docs/security.md is fine",
+    ]
+    planted.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    data = tmp_path / "envfactory" / "d.yaml"
+    data.write_text(
+        "# from shared/research/compat-facts.md\n"
+        "a: 'tensorflow issues 32553 and 30427'  # a value may name a public issue\n"
+        "b: 1  # but not a comment: issue 28\n",
+        encoding="utf-8",
+    )
+    hits = citations_outside(planted, tmp_path) + citations_outside(data, tmp_path)
+    assert [h.split(":")[1] for h in hits] == ["1", "2", "3", "4", "5", "6", "1", "3"]
+
+
+# --- docs/architecture.md and the package -----------------------------------------------------
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+MODULE_PATH = re.compile(r"envfactory/[\w/]+\.py\b")
+
+
+def package_modules(root: Path = ROOT) -> set[str]:
+    """Every module of the package as a path from the repository root; an empty
+    ``__init__.py`` (a folder marker, nothing to describe) does not count."""
+    return {
+        path.relative_to(root).as_posix()
+        for path in (root / "envfactory").rglob("*.py")
+        if path.name != "__init__.py" or path.read_text(encoding="utf-8").strip()
+    }
+
+
+def architecture_gaps(
+    page: str, modules: set[str], root: Path = ROOT
+) -> tuple[list[str], list[str]]:
+    """The modules ``page`` does not name, and the module paths it names that do not exist."""
+    named = set(MODULE_PATH.findall(page))
+    return sorted(modules - named), sorted(n for n in named if not (root / n).is_file())
+
+
+def test_the_architecture_page_names_every_module_and_only_modules_that_exist() -> None:
+    modules = package_modules()
+    assert len(modules) >= 70
+    missing, stale = architecture_gaps(ARCHITECTURE.read_text(encoding="utf-8"), modules)
+    assert missing == [], "modules docs/architecture.md does not describe"
+    assert stale == [], "modules docs/architecture.md names that do not exist"
+
+
+def test_the_architecture_check_sees_a_missing_and_a_stale_module(tmp_path: Path) -> None:
+    (tmp_path / "envfactory" / "sub").mkdir(parents=True)
+    for name in ("envfactory/a.py", "envfactory/sub/b.py", "envfactory/sub/__init__.py"):
+        (tmp_path / name).write_text("", encoding="utf-8")
+    (tmp_path / "envfactory" / "__init__.py").write_text('"""the package"""\n', encoding="utf-8")
+    modules = package_modules(tmp_path)
+    assert modules == {"envfactory/a.py", "envfactory/sub/b.py", "envfactory/__init__.py"}
+    page = (
+        "`envfactory/a.py` does this; `envfactory/build/lock.py` did that; envfactory/__init__.py"
+    )
+    assert architecture_gaps(page, modules, tmp_path) == (
+        ["envfactory/sub/b.py"],
+        ["envfactory/build/lock.py"],
+    )
+
+
+def test_the_architecture_page_lists_the_stages_the_architecture_test_enforces() -> None:
+    """The stage table is the one tests/test_architecture.py holds the imports to."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("arch", ROOT / "tests" / "test_architecture.py")
+    assert spec and spec.loader
+    arch = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(arch)
+    page = ARCHITECTURE.read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d+) \| `(\w+)/` \|", page, re.MULTILINE)
+    stages = {f"envfactory.{name}": int(layer) for layer, name in rows}
+    subpackages = {k for k in arch.LAYERS if (ROOT / k.replace(".", "/")).is_dir()}
+    assert stages == {k: arch.LAYERS[k] for k in subpackages - {"envfactory"}}

@@ -100,9 +100,9 @@ def test_a_broken_memo_is_parsed_again_and_replaced(tmp_path: Path, content: str
 
 
 def test_a_document_json_cannot_hold_exactly_is_not_kept(tmp_path: Path) -> None:
-    """A YAML date or an integer key would come back from JSON as something else."""
+    """A NaN (JSON has none) or an integer key would come back from JSON as something else."""
     memo = tmp_path / "memo"
-    for i, text in enumerate(["version: 1\nwhen: 2020-01-02\n", "version: 1\n7: seven\n"]):
+    for i, text in enumerate(["version: 1\nwhen: .nan\n", "version: 1\n7: seven\n"]):
         path = tmp_path / f"l{i}.yml"
         path.write_text(text, encoding="utf-8")
         first = load_document(path, memo)

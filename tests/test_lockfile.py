@@ -51,7 +51,9 @@ def condalock_document(path: Path) -> Document:
         from conda_lock.lockfile.v1.models import Lockfile as LockfileV1
         from conda_lock.lockfile.v2prelim.models import Lockfile, lockfile_v1_to_v2
 
-    content = load_document(path)
+    # conda-lock's own YAML reading (conda_lock/lockfile/__init__.py: yaml.safe_load), not ours:
+    # the typing of every field is compared too
+    content = yaml.safe_load(path.read_text(encoding="utf-8"))
     version = content.pop("version", None)
     if version == 1 and not isinstance(version, bool):
         lock = lockfile_v1_to_v2(LockfileV1.model_validate(content))
@@ -295,3 +297,24 @@ def test_the_fuzzing_reached_both_outcomes() -> None:
     if not seen_outcomes:
         pytest.skip("run together with test_a_fuzzed_lock_reads_as_conda_lock_reads_it")
     assert seen_outcomes == {"read", "refused"}
+
+
+# --- typing: what conda-lock's writer leaves unquoted reads as conda-lock reads it ----------
+
+
+def test_strings_conda_lock_writes_unquoted_read_as_strings(tmp_path: Path) -> None:
+    """conda-lock writes with PyYAML (YAML 1.1), which leaves ``0e12...`` unquoted: a string to
+    YAML 1.1, the float 0.0 to YAML 1.2's core schema. An md5 of that shape (about one in a
+    million) made a pure YAML 1.2 reader refuse a lock conda-lock reads; yamlio's rule keeps it
+    a string."""
+    doc = yaml.safe_load(OWN_LOCKS[0].read_text(encoding="utf-8"))
+    conda = next(p for p in doc["package"] if p["manager"] == "conda")
+    conda["hash"]["md5"] = "0e" + "1" * 30
+    path = tmp_path / "conda-lock.yml"
+    with path.open("w", encoding="utf-8") as f:
+        yaml.dump(doc, stream=f, sort_keys=False)  # as conda_lock/lockfile/__init__.py writes
+    text = path.read_text(encoding="utf-8")
+    assert f"md5: 0e{'1' * 30}\n" in text  # unquoted
+    ours, theirs = read_lock(path), their_read(path)
+    assert ours == theirs
+    assert any(p.md5 == "0e" + "1" * 30 for p in ours.packages)

@@ -240,6 +240,11 @@ def test_condarc_ssl_verify_names_the_ca_bundle_or_turns_checks_off(
     assert _download_channel_file(tls_origin.url, tmp_path / "a") == PAYLOAD
     condarc.write_text("ssl_verify: false\n")
     assert _download_channel_file(tls_origin.url, tmp_path / "b") == PAYLOAD
+    # conda reads .condarc as YAML 1.2 (ruamel): "no" is text there, not false, so it does not
+    # turn the checks off (YAML 1.1, PyYAML's reading, made it false)
+    condarc.write_text("ssl_verify: no\n")
+    with pytest.raises(EnvfactoryError, match="ssl_verify 'no' is not true, false or a CA"):
+        _download_channel_file(tls_origin.url, tmp_path / "c")
 
 
 def test_lock_uses_the_users_private_index_and_writes_no_login(

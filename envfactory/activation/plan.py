@@ -211,7 +211,7 @@ class ActivationPlan:
         return core.targets(self.runtime(), prefix)
 
 
-# What a recorded plan may hold (issue 28): exactly the kinds of edits ``plan_for`` makes. The
+# What a recorded plan may hold: exactly the kinds of edits ``plan_for`` makes. The
 # plan is recorded in the lock so that an old lock creates the scripts it was made with, but
 # the lock's author is untrusted: a list variable such as PATH or LD_LIBRARY_PATH may only get
 # directories inside the environment, and only these names may be set or unset at all, so no

@@ -2,7 +2,7 @@
 adapter's ``flock`` (``envfactory.host.flock``: ``fcntl.flock`` on POSIX, ``LockFileEx`` on
 Windows; shared and exclusive locks on an open file, released when the file is closed or the
 process dies, kill -9 included). Nothing POSIX-only is imported at module level: the CLI runs
-on Windows too (DESIGN.md, decision 15).
+on Windows too (Windows is a host, not only a target: envfactory/host.py).
 
 Every wait polls a non-blocking attempt, so that the caller can say what it waits for while
 it waits (``waiting``) and give up at a deadline, never a silent block.

@@ -7,8 +7,8 @@ https://installer.pypa.io; pip and uv implement the same steps).
 ``installer`` is used rather than ``pip --target`` (which puts console scripts under
 ``site-packages/bin`` with envfactory's own interpreter in their shebang) and rather than pip
 with the environment's interpreter (which would run a program from the new prefix at
-``create``: issue 28). It takes the scheme as a plain mapping, so a win-64 prefix is laid out
-on Linux too, and it carries the Windows ``.exe`` launchers.
+``create``; docs/security.md). It takes the scheme as a plain mapping, so a win-64 prefix is
+laid out on Linux too, and it carries the Windows ``.exe`` launchers.
 
 The scheme is sysconfig's ``posix_prefix`` (linux-64) or ``nt`` (win-64) for the prefix, what
 the environment's Python reports as ``sysconfig.get_paths()``: ``lib/pythonX.Y/site-packages``,

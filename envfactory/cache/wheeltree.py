@@ -1,6 +1,7 @@
 """A wheel kept unpacked in the package cache, and installed from there by hard links: the pip
 half's counterpart of a conda package's extracted cache entry, so a warm ``create`` reads no
-wheel at all (issue 26: "the second create of a pip-heavy combo at the cache-link floor").
+wheel at all: the second create of a pip-heavy combo costs what linking the cache costs
+(benchmarks/bench_pip_create.py).
 
 ``unpack`` runs once per wheel, when it enters the cache: the wheel's ``METADATA`` is held to the
 lock and every member to its ``RECORD`` (``wheelinstall.check_metadata``), then the members are

@@ -12,12 +12,10 @@ import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-from envfactory.compiled import CompiledData
+from envfactory.compiled import DATA_DIR, CompiledData
 from envfactory.errors import CatalogError, UserInputError, nearest
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 DATA_FILE = "gpus.yaml"
 COMPILED = DATA_DIR / "gpus.pickle"
 

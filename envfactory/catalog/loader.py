@@ -35,6 +35,7 @@ from envfactory.catalog.model import (
     Uncovered,
     os_of,
 )
+from envfactory.compiled import DATA_DIR as DATA_DIR  # re-exported: tests and benchmarks use it
 from envfactory.compiled import CompiledData
 from envfactory.errors import CatalogError, did_you_mean
 
@@ -439,9 +440,6 @@ DATA_FILES = (
 )
 
 
-# The package's own data files, next to its modules in every install (a wheel is unpacked, never
-# imported from a zip); importlib.resources would cost 10-20 ms of imports on every command.
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 COMPILED = DATA_DIR / "catalog.pickle"
 
 

@@ -196,7 +196,8 @@ def main() -> None:
     """Console-script entry point.
 
     Ends with ``os._exit``: py-rattler 0.28 can crash at interpreter shutdown after a solve
-    (shared/research/feasibility.md, "Stability warning"); all output is flushed first.
+    (SIGSEGV or SIGABRT, "PyGILState_Release ... runtime state: finalizing", in about 1-5 % of
+    short-lived processes, after all output was written); all output is flushed first.
     """
     tolerant_streams()
     code = run()

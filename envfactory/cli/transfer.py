@@ -24,7 +24,7 @@ class TransferBar:
     """A rich bar on stderr: ``packages ━━━━  12/117  3.4 MiB at 1.2 MiB/s  name (outcome)``."""
 
     def __init__(self, label: str) -> None:
-        # rich only here: importing it costs a warm create ~0.08 s (issue 11)
+        # rich only here: importing it costs a warm create ~0.08 s (benchmarks/bench_create.py)
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,

@@ -24,12 +24,12 @@ from packaging.version import InvalidVersion, Version
 
 from envfactory.catalog import tfmeta
 from envfactory.catalog.model import Catalog, Combo, Constraint, Platform
+from envfactory.diagnose.finding import Finding, count_problems
 from envfactory.diagnose.probes import read_prefix_packages
 from envfactory.errors import UserInputError
 from envfactory.yamlio import load_yaml
 
 Manager = Literal["conda", "pip"]
-Severity = Literal["problem", "warning"]
 Kind = Literal[
     "environment.yml", "conda env export", "explicit", "conda list", "conda list --export",
     "conda-lock", "pip freeze", "requirements", "prefix",
@@ -85,13 +85,13 @@ Scope = Literal["tensorflow", "other"]
 Verdict = Literal["consistent", "inconsistent", "unknown"]
 
 
-@dataclass(frozen=True)
-class Finding:
-    id: str
-    severity: Severity
-    message: str
-    cause: str
+@dataclass(frozen=True, kw_only=True)
+class AuditFinding(Finding):
+    """A ``Finding`` about an environment a user has, with its cause and, for a bound, where the
+    bound comes from."""
+
     fix: str
+    cause: str
     subject: str = ""
     """the package the finding is about, where it is about one"""
     kind: BoundKind = ""
@@ -124,7 +124,7 @@ class Finding:
 class AuditReport:
     inventory: Inventory
     tensorflow: str | None
-    findings: tuple[Finding, ...]
+    findings: tuple[AuditFinding, ...]
     closest: str | None
     closest_why: str | None
     manifest: str | None
@@ -133,7 +133,7 @@ class AuditReport:
 
     @property
     def problems(self) -> int:
-        return sum(1 for f in self.findings if f.severity == "problem")
+        return count_problems(self.findings)
 
     @property
     def verdict(self) -> Verdict:
@@ -647,9 +647,9 @@ def _os(platform: str | None) -> str:
 # Checks
 
 
-def _check_cpu_build(inv: Inventory) -> list[Finding]:
+def _check_cpu_build(inv: Inventory) -> list[AuditFinding]:
     gpu_libs = [n for n in GPU_EVIDENCE if inv.conda(n)]
-    findings: list[Finding] = []
+    findings: list[AuditFinding] = []
     cuda_libs = [p for p in inv.packages if p.manager == "conda" and CUDA_LIBRARY.match(p.name)]
     for name in ("tensorflow-base", "tensorflow"):
         pkg = inv.conda(name)
@@ -658,15 +658,16 @@ def _check_cpu_build(inv: Inventory) -> list[Finding]:
         if not re.match(r"^(mkl|eigen|cpu|py\d|h[0-9a-f]{7})", pkg.build) and pkg.build != "0":
             continue
         findings.append(
-            Finding(
+            AuditFinding(
                 "tf-cpu-build-with-cuda",
                 "problem",
                 f"{name} {pkg.version} build {pkg.build} ({pkg.channel or 'unknown channel'}) is "
                 f"a CPU build, next to {', '.join(gpu_libs)}",
-                "TensorFlow uses the GPU only in a gpu_*/cuda* build; the CUDA packages beside "
+                cause="TensorFlow uses the GPU only in a gpu_*/cuda* build; the CUDA packages "
+                "beside "
                 "this one are dead weight (a GPU metapackage over a CPU tensorflow-base, or a "
                 "re-solve that swapped the build)",
-                "rebuild from the closest combo's lock, which pins the GPU build string",
+                fix="rebuild from the closest combo's lock, which pins the GPU build string",
             )
         )
         break
@@ -677,12 +678,13 @@ def _check_cpu_build(inv: Inventory) -> list[Finding]:
     )
     if pip_tf and gpu_libs and not any(f.id == "tf-cpu-build-with-cuda" for f in findings):
         findings.append(
-            Finding(
+            AuditFinding(
                 "tf-cpu-build-with-cuda",
                 "problem",
                 f"pip's {pip_tf.name} {pip_tf.version} is CPU-only, next to {', '.join(gpu_libs)}",
-                "before TF 2.1 the GPU wheel is tensorflow-gpu; tensorflow-cpu never uses a GPU",
-                "install the GPU wheel the combo names, or rebuild from the combo's lock",
+                cause="before TF 2.1 the GPU wheel is tensorflow-gpu; tensorflow-cpu never uses a "
+                "GPU",
+                fix="install the GPU wheel the combo names, or rebuild from the combo's lock",
             )
         )
     torch = inv.conda("pytorch")
@@ -691,13 +693,14 @@ def _check_cpu_build(inv: Inventory) -> list[Finding]:
     if cpu_torch and (inv.conda("cudatoolkit") or any(p.name == "cuda-cudart" for p in cuda_libs)):
         what = f"pytorch {torch.version} build {torch.build}" if torch else "pytorch-mutex cpu"
         findings.append(
-            Finding(
+            AuditFinding(
                 "pytorch-cpu-build-with-cuda",
                 "problem",
                 f"{what} is a CPU build, next to conda's CUDA libraries",
-                "the solver picked PyTorch's CPU variant (no cuda* build matched the other pins), "
+                cause="the solver picked PyTorch's CPU variant (no cuda* build matched the other "
+                "pins), "
                 "so PyTorch in this environment never uses the GPU",
-                "pin the CUDA build (pytorch-cuda / a cuda* build string) or drop cudatoolkit",
+                fix="pin the CUDA build (pytorch-cuda / a cuda* build string) or drop cudatoolkit",
                 subject="pytorch",
                 scope="other",
             )
@@ -705,11 +708,11 @@ def _check_cpu_build(inv: Inventory) -> list[Finding]:
     return findings
 
 
-def _check_family(inv: Inventory, tf: str) -> list[Finding]:
+def _check_family(inv: Inventory, tf: str) -> list[AuditFinding]:
     """tensorflow / -base / -gpu of one release; for a conda TensorFlow, tensorboard,
     tensorflow-estimator and keras inside what the same release's wheel requires
     (data/tf-releases.yaml; a pip TensorFlow's whole Requires-Dist is _check_declared's)."""
-    findings: list[Finding] = []
+    findings: list[AuditFinding] = []
     for name in ("tensorflow-base", "tensorflow-gpu", "tensorflow"):
         pkg = inv.conda(name)
         if pkg and pkg.version and _minor(pkg.version) != _minor(tf):
@@ -733,13 +736,13 @@ def _check_family(inv: Inventory, tf: str) -> list[Finding]:
     return findings
 
 
-def _skew(name: str, version: str, tf: str, why: str, want: str | None = None) -> Finding:
-    return Finding(
+def _skew(name: str, version: str, tf: str, why: str, want: str | None = None) -> AuditFinding:
+    return AuditFinding(
         "tf-family-skew",
         "problem",
         f"{name} {version} does not match TensorFlow {tf} (declared: {why}, PyPI Requires-Dist)",
-        "a mismatched one fails at import or at the first estimator/Keras call",
-        f"install {want or f'{name} {_minor(tf)}.x'}, or rebuild from the closest combo's lock",
+        cause="a mismatched one fails at import or at the first estimator/Keras call",
+        fix=f"install {want or f'{name} {_minor(tf)}.x'}, or rebuild from the closest combo's lock",
         subject=name,
         kind="declared",
         source=f"{why} (PyPI Requires-Dist, data/tf-releases.yaml)",
@@ -770,12 +773,12 @@ def _python_package(inv: Inventory, name: str) -> Package | None:
     return inv.conda(conda_name) if conda_name else None
 
 
-def _check_declared(inv: Inventory) -> tuple[list[Finding], bool]:
+def _check_declared(inv: Inventory) -> tuple[list[AuditFinding], bool]:
     """Every requirement a pip-installed TensorFlow distribution declares (its wheel's
     Requires-Dist, markers evaluated for this Python and platform; data/tf-requires.json),
     following tensorflow -> tensorflow-intel on Windows. Returns the findings and whether the
     release was found in the table."""
-    findings: list[Finding] = []
+    findings: list[AuditFinding] = []
     known = False
     python = _python(inv)
     for start in TF_PIP:
@@ -809,15 +812,15 @@ def _check_declared(inv: Inventory) -> tuple[list[Finding], bool]:
                 ):
                     continue
                 findings.append(
-                    Finding(
+                    AuditFinding(
                         "declared-requirement",
                         "problem",
                         f"{name} {have} is outside {name}{d.requirement.specifier}, which "
                         f"{dist} {release} declares (declared; source: {d.source})",
-                        f"the release's own wheel requires {d.requirement}; pip installed "
+                        cause=f"the release's own wheel requires {d.requirement}; pip installed "
                         "something else later (or was told to), and code of the release that "
                         "relies on it may fail",
-                        f"pip install '{name}{d.requirement.specifier}'",
+                        fix=f"pip install '{name}{d.requirement.specifier}'",
                         subject=name,
                         kind="declared",
                         source=d.source,
@@ -836,11 +839,11 @@ def _constraint_source(c: Constraint, catalog: Catalog) -> str:
 
 def _check_companions(
     inv: Inventory, tf: str, catalog: Catalog, reported: set[str]
-) -> list[Finding]:
+) -> list[AuditFinding]:
     """The catalog's declared and known-breakage bounds of this TF line (data/constraints.yaml);
     lock preferences are not findings. A bound whose ``not_channels`` names the channel of a
     conda TensorFlow build does not apply (conda-forge builds TF against its own protobuf)."""
-    findings: list[Finding] = []
+    findings: list[AuditFinding] = []
     base = inv.conda("tensorflow-base") or inv.conda("tensorflow")
     tf_channel = base.channel if base and not inv.pip("tensorflow") else None
     for c in catalog.constraints:
@@ -861,13 +864,13 @@ def _check_companions(
                 break
             source = _constraint_source(c, catalog)
             findings.append(
-                Finding(
+                AuditFinding(
                     ident,
                     "problem",
                     f"{pkg.name} {version} is outside {c.package}{c.spec} for TensorFlow {tf} "
                     f"({c.kind}; source: {', '.join(c.sources)})",
-                    c.note or f"TF {_minor(tf)} does not work with this {c.package}",
-                    f"install {c.package}{c.spec}; 'envfactory show COMBO' lists every bound "
+                    cause=c.note or f"TF {_minor(tf)} does not work with this {c.package}",
+                    fix=f"install {c.package}{c.spec}; 'envfactory show COMBO' lists every bound "
                     "with its kind and source",
                     subject=_canonical(c.package),
                     kind=c.kind,
@@ -878,12 +881,12 @@ def _check_companions(
     return findings
 
 
-def _check_keras(inv: Inventory, tf: str, reported: set[str]) -> list[Finding]:
+def _check_keras(inv: Inventory, tf: str, reported: set[str]) -> list[AuditFinding]:
     """Standalone keras against the TF line, for every line: keras 2.6 and later is tf.keras
     split out of TensorFlow and moves in lockstep with it (TF 2.6-2.15 declare keras of their
     own minor, data/tf-requires.json); TF 2.16 and later need keras 3. A conda TensorFlow 2.6
     on Anaconda's channel does not pull keras in, which its tf.keras needs."""
-    findings: list[Finding] = []
+    findings: list[AuditFinding] = []
     keras = inv.any("keras")
     version = _exact(keras)
     tfv = _v(tf)
@@ -898,16 +901,16 @@ def _check_keras(inv: Inventory, tf: str, reported: set[str]) -> list[Finding]:
             want = "keras 3"
         if want:
             findings.append(
-                Finding(
+                AuditFinding(
                     "keras-skew",
                     "problem",
                     f"keras {version} does not belong with TensorFlow {tf} (declared: "
                     "TensorFlow 2.6-2.15 each declare the keras of their own minor, 2.16 and "
                     "later keras>=3; data/tf-requires.json)",
-                    "keras 2.6 and later is tf.keras split out of TensorFlow: it imports "
+                    cause="keras 2.6 and later is tf.keras split out of TensorFlow: it imports "
                     "TensorFlow internals of its own release and fails (AlreadyExistsError, "
                     "missing modules) under another",
-                    f"install {want}",
+                    fix=f"install {want}",
                     subject="keras",
                     kind="declared",
                     source=f"Requires-Dist of tensorflow {_minor(version)}.0, PyPI, retrieved "
@@ -924,13 +927,13 @@ def _check_keras(inv: Inventory, tf: str, reported: set[str]) -> list[Finding]:
         and not inv.pip("tensorflow")
     ):
         findings.append(
-            Finding(
+            AuditFinding(
                 "keras-missing",
                 "problem",
                 f"no keras next to {base.name} {base.version}: tf.keras of TF 2.6 is the "
                 "separate keras package, which Anaconda's TF 2.6 build does not depend on",
-                "'import tensorflow.keras' fails with No module named 'keras'",
-                "install keras 2.6 (conda install keras=2.6)",
+                cause="'import tensorflow.keras' fails with No module named 'keras'",
+                fix="install keras 2.6 (conda install keras=2.6)",
                 subject="keras",
                 kind="declared",
                 source=f"Requires-Dist of tensorflow 2.6.0 (keras~=2.6), PyPI, retrieved "
@@ -940,7 +943,7 @@ def _check_keras(inv: Inventory, tf: str, reported: set[str]) -> list[Finding]:
     return findings
 
 
-def _check_distributions(inv: Inventory) -> list[Finding]:
+def _check_distributions(inv: Inventory) -> list[AuditFinding]:
     """Two TensorFlow distributions in one site-packages write the same files; tensorflow next
     to tensorflow-intel of its own version (what the Windows wheel pulls in from 2.10 on) is the
     one legitimate pair."""
@@ -958,15 +961,15 @@ def _check_distributions(inv: Inventory) -> list[Finding]:
                 continue  # one build of one release under two names
             pairs.append((a, b))
     return [
-        Finding(
+        AuditFinding(
             "two-tf-distributions",
             "problem",
             f"{a.name} {a.version or '(any)'} and {b.name} {b.version or '(any)'} are both "
             "installed",
-            "both install the same 'tensorflow' package directory; whichever pip installed "
+            cause="both install the same 'tensorflow' package directory; whichever pip installed "
             "last overwrote the other's files, so which build imports (CPU or GPU, which "
             "release) is an accident of order",
-            f"pip uninstall {a.name} {b.name}, then install the one you want",
+            fix=f"pip uninstall {a.name} {b.name}, then install the one you want",
             subject=_canonical(b.name),
         )
         for a, b in pairs[:1]
@@ -989,7 +992,7 @@ def _gpu_intent(inv: Inventory) -> str | None:
     return None
 
 
-def _check_gpu_intent(inv: Inventory, tf: str) -> list[Finding]:
+def _check_gpu_intent(inv: Inventory, tf: str) -> list[AuditFinding]:
     """GPU intent next to a TensorFlow that has no GPU build: pip tensorflow before 1.15 (the
     GPU wheel was tensorflow-gpu), tensorflow-cpu, intel-tensorflow, and TensorFlow 2.11 and
     later on native Windows (tf-tested-windows: 'GPU support on native-Windows is only available
@@ -1020,12 +1023,13 @@ def _check_gpu_intent(inv: Inventory, tf: str) -> list[Finding]:
     if why is None:
         return []
     return [
-        Finding(
+        AuditFinding(
             "tf-cpu-build-gpu-intent",
             "problem",
             f"{why[0]}, but the environment is meant for a GPU: {intent}",
-            "TensorFlow runs on the CPU only; tf.config.list_physical_devices('GPU') is empty",
-            why[1],
+            cause="TensorFlow runs on the CPU only; tf.config.list_physical_devices('GPU') is "
+            "empty",
+            fix=why[1],
             source="tf-tested-windows, tf-gpu-doc-2020",
         )
     ]
@@ -1047,8 +1051,8 @@ def _unchecked(inv: Inventory, tf: str | None, declared_known: bool) -> str | No
     return None
 
 
-def _check_cuda(inv: Inventory, tf: str, catalog: Catalog) -> list[Finding]:
-    findings: list[Finding] = []
+def _check_cuda(inv: Inventory, tf: str, catalog: Catalog) -> list[AuditFinding]:
+    findings: list[AuditFinding] = []
     have = _cuda_in_env(inv)
     base = inv.conda("tensorflow-base") or inv.conda("tensorflow")
     wanted: tuple[str, str] | None = None  # (CUDA the build needs, why)
@@ -1081,13 +1085,13 @@ def _check_cuda(inv: Inventory, tf: str, catalog: Catalog) -> list[Finding]:
         ok = h[:2] == w[:2] if w[:1] == (10,) or w[:1] < (10,) else (h[:1] == w[:1] and h >= w)
         if not ok:
             findings.append(
-                Finding(
+                AuditFinding(
                     "cuda-mismatch",
                     "problem",
                     f"{have[1]} {have[0]} is not the CUDA TensorFlow needs: {wanted[1]}",
-                    "TensorFlow loads the CUDA runtime by its versioned name; another CUDA "
+                    cause="TensorFlow loads the CUDA runtime by its versioned name; another CUDA "
                     "release is not found (or loads and fails)",
-                    f"install CUDA {wanted[0]} (cudatoolkit / cuda-version) or the TensorFlow "
+                    fix=f"install CUDA {wanted[0]} (cudatoolkit / cuda-version) or the TensorFlow "
                     "build for the CUDA you have",
                 )
             )
@@ -1096,19 +1100,19 @@ def _check_cuda(inv: Inventory, tf: str, catalog: Catalog) -> list[Finding]:
     built_for = _cuda_of_build(cudnn.build) if cudnn else None
     if cudnn and toolkit and built_for and _v(built_for)[:2] != _v(toolkit.version)[:2]:
         findings.append(
-            Finding(
+            AuditFinding(
                 "cuda-mismatch",
                 "problem",
                 f"cudnn {cudnn.version} build {cudnn.build} is made for CUDA {built_for}, "
                 f"cudatoolkit is {toolkit.version}",
-                "a cuDNN built for another CUDA release fails to load or to initialize",
-                f"install the cudnn build for CUDA {_minor(toolkit.version)}",
+                cause="a cuDNN built for another CUDA release fails to load or to initialize",
+                fix=f"install the cudnn build for CUDA {_minor(toolkit.version)}",
             )
         )
     return findings
 
 
-def _check_python(inv: Inventory, tf: str) -> list[Finding]:
+def _check_python(inv: Inventory, tf: str) -> list[AuditFinding]:
     py = _python(inv)
     if py is None:
         return []
@@ -1117,33 +1121,34 @@ def _check_python(inv: Inventory, tf: str) -> list[Finding]:
         built = f"{m[1]}.{m[2]}"
         if built != py:
             return [
-                Finding(
+                AuditFinding(
                     "python-outside-range",
                     "problem",
                     f"{base.name} build {base.build} is for Python {built}, the environment has "
                     f"Python {py}",
-                    "a conda build's pyXY names the only Python its compiled module imports in",
-                    f"use Python {built}, or the {base.name} build for Python {py}",
+                    cause="a conda build's pyXY names the only Python its compiled module imports "
+                    "in",
+                    fix=f"use Python {built}, or the {base.name} build for Python {py}",
                 )
             ]
         return []
     row = releases().get((_minor(tf), _os(inv.platform)))
     if row and py not in row.pythons:
         return [
-            Finding(
+            AuditFinding(
                 "python-outside-range",
                 "problem",
                 f"Python {py} is outside TensorFlow {_minor(tf)}'s range "
                 f"({', '.join(row.pythons)}; {row.source})",
-                "TensorFlow ships compiled wheels for these Pythons only; binaries built for "
+                cause="TensorFlow ships compiled wheels for these Pythons only; binaries built for "
                 "another Python fail at import ('No module named numpy.core._multiarray_umath')",
-                f"create the environment with Python {row.pythons[-1]}",
+                fix=f"create the environment with Python {row.pythons[-1]}",
             )
         ]
     return []
 
 
-def _check_channels(inv: Inventory) -> list[Finding]:
+def _check_channels(inv: Inventory) -> list[AuditFinding]:
     channels: dict[str, list[str]] = {}
     for p in inv.packages:
         if p.manager == "conda" and CUDA_LIBRARY.match(p.name) and p.channel:
@@ -1153,18 +1158,18 @@ def _check_channels(inv: Inventory) -> list[Finding]:
         return []
     listing = "; ".join(f"{ch}: {', '.join(sorted(n))}" for ch, n in sorted(channels.items()))
     return [
-        Finding(
+        AuditFinding(
             "cuda-mixed-channels",
             "warning",
             f"CUDA libraries come from {len(channels)} channels ({listing})",
-            "each channel builds its CUDA packages against its own cudatoolkit/cuda-version; "
+            cause="each channel builds its CUDA packages against its own cudatoolkit/cuda-version; "
             "mixing them gives libraries that expect different files and versions",
-            "take all CUDA packages from one channel (the closest combo's lock does)",
+            fix="take all CUDA packages from one channel (the closest combo's lock does)",
         )
     ]
 
 
-def _check_pip_over_conda(inv: Inventory) -> list[Finding]:
+def _check_pip_over_conda(inv: Inventory) -> list[AuditFinding]:
     findings = []
     conda_tf = next(
         (c for n in ("tensorflow-base", "tensorflow", "tensorflow-gpu") if (c := inv.conda(n))),
@@ -1174,14 +1179,16 @@ def _check_pip_over_conda(inv: Inventory) -> list[Finding]:
     for conda, pip in ((conda_tf, pip_tf),):
         if conda and pip:
             findings.append(
-                Finding(
+                AuditFinding(
                     "pip-tf-over-conda",
                     "problem",
                     f"pip's {pip.name} {pip.version} is installed over conda's {conda.name} "
                     f"{conda.version} ({conda.build})",
-                    "two TensorFlows in one site-packages: pip's files overwrite conda's, conda "
+                    cause="two TensorFlows in one site-packages: pip's files overwrite conda's, "
+                    "conda "
                     "still believes its build is there, and the next conda update breaks both",
-                    "recreate the environment from the combo's lock (conda and pip sides apart)",
+                    fix="recreate the environment from the combo's lock (conda and pip sides "
+                    "apart)",
                 )
             )
             break
@@ -1189,26 +1196,28 @@ def _check_pip_over_conda(inv: Inventory) -> list[Finding]:
         conda, pip = inv.conda(name), inv.pip(name)
         if conda and pip and conda.version != pip.version:
             findings.append(
-                Finding(
+                AuditFinding(
                     "pip-over-conda",
                     "warning",
                     f"{name} is installed twice: pip's {pip.version} over conda's {conda.version}",
-                    "pip's files overwrite conda's in one site-packages; conda's record still "
+                    cause="pip's files overwrite conda's in one site-packages; conda's record "
+                    "still "
                     "names its own version, so the next conda install or update mixes the two",
-                    f"pip uninstall {name}, then conda install {name} of the version you need",
+                    fix=f"pip uninstall {name}, then conda install {name} of the version you need",
                     subject=name,
                 )
             )
     wheels = [p for p in inv.packages if p.manager == "pip" and p.name.startswith("nvidia-")]
     if wheels and inv.conda("cudatoolkit"):
         findings.append(
-            Finding(
+            AuditFinding(
                 "pip-cuda-over-conda",
                 "warning",
                 f"pip's NVIDIA wheels ({', '.join(p.name for p in wheels[:4])}) next to conda's "
                 "cudatoolkit",
-                "two copies of the CUDA libraries; which one loads depends on the search order",
-                "keep one source of CUDA libraries",
+                cause="two copies of the CUDA libraries; which one loads depends on the search "
+                "order",
+                fix="keep one source of CUDA libraries",
             )
         )
     return findings
@@ -1277,18 +1286,18 @@ def manifest_entry(combo: Combo, inv: Inventory, platform: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _check_windows_gpu(inv: Inventory, tf: str) -> list[Finding]:
+def _check_windows_gpu(inv: Inventory, tf: str) -> list[AuditFinding]:
     """TensorFlow >= 2.11 has no native-Windows GPU build (source tf-tested-windows)."""
     if _os(inv.platform) != "windows" or _v(tf)[:2] <= (2, 10):
         return []
     return [
-        Finding(
+        AuditFinding(
             "no-windows-gpu-build",
             "problem",
             f"TensorFlow {tf} on native Windows ({inv.platform}) runs on the CPU only",
-            "TensorFlow's Windows tested-build table: 'GPU support on native-Windows is only "
+            cause="TensorFlow's Windows tested-build table: 'GPU support on native-Windows is only "
             "available for 2.10 or earlier versions'; 2.11+ Windows wheels are CPU builds",
-            "use WSL2 with a linux-64 environment of the same TensorFlow, or TensorFlow 2.10 "
+            fix="use WSL2 with a linux-64 environment of the same TensorFlow, or TensorFlow 2.10 "
             "with CUDA 11.2 / cuDNN 8.1 natively ('envfactory recommend --platform win-64')",
         )
     ]
@@ -1297,15 +1306,15 @@ def _check_windows_gpu(inv: Inventory, tf: str) -> list[Finding]:
 def audit(catalog: Catalog, inv: Inventory) -> AuditReport:
     """Every inconsistency found in one environment, the closest combo and its manifest entry."""
     tf = _tf_version(inv)
-    findings: list[Finding] = [
-        Finding(
+    findings: list[AuditFinding] = [
+        AuditFinding(
             "line-not-judged",
             "warning",
             f"{len(inv.skipped)} line(s) could not be judged and were skipped: "
             + "; ".join(repr(x[:80]) for x in inv.skipped[:3])
             + (" ..." if len(inv.skipped) > 3 else ""),
-            "an editable install, a URL without a version, or a line in no known form",
-            "nothing to do if the package does not matter to TensorFlow",
+            cause="an editable install, a URL without a version, or a line in no known form",
+            fix="nothing to do if the package does not matter to TensorFlow",
         )
     ] if inv.skipped else []  # fmt: skip
     findings += _check_cpu_build(inv)

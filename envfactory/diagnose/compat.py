@@ -24,7 +24,8 @@ The verdict is decided in this order (the first that applies wins):
 
 Sources: NVIDIA CUDA C Programming Guide, "Binary Compatibility" and "PTX Compatibility" (a cubin
 for X.y runs on X.z with z >= y; PTX runs on any equal or higher capability); the catalog's
-toolkit and GPU-target records (shared/research/compat-facts.md sections 4-6).
+toolkit and GPU-target records (envfactory/data/toolkits.yaml, gpu-targets.yaml, each fact
+with its source in sources.yaml).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from envfactory.diagnose.dllsearch import (
     locate_all,
 )
 from envfactory.diagnose.explain import explain
+from envfactory.diagnose.finding import Finding, Severity, count_problems
 from envfactory.diagnose.nvml import MachineGpus
 from envfactory.diagnose.probes import (
     Copy,
@@ -44,19 +45,6 @@ from envfactory.diagnose.probes import (
     variable_dirs,
 )
 from envfactory.errors import UserInputError
-
-Severity = Literal["problem", "warning", "info"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    id: str
-    severity: Severity
-    message: str
-    fix: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "severity": self.severity, "message": self.message, "fix": self.fix}
 
 
 @dataclass(frozen=True)
@@ -78,7 +66,7 @@ class DoctorReport:
 
     @property
     def problems(self) -> int:
-        return sum(1 for f in self.findings if f.severity == "problem")
+        return count_problems(self.findings)
 
     def to_json(self) -> dict[str, Any]:
         """``{"platform", "combo", "prefix", "driver": {"source", "driver", "cuda_driver_api",

@@ -14,10 +14,10 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any
 
-from envfactory.compiled import CompiledData
+from envfactory.compiled import DATA_DIR, CompiledData
+from envfactory.diagnose.finding import Severity, count_problems
 from envfactory.errors import CatalogError, UserInputError
 from envfactory.untrusted import terminal_text
 
@@ -30,7 +30,6 @@ WINDOW = 2048
 OVERLAP = 256
 READ_CHUNK = 1 << 16
 
-Severity = Literal["problem", "note"]
 
 _UNBOUNDED = re.compile(r"(?<!\\)\.[*+]")
 # Logs quote file names and messages with whatever the user's editor, forum or terminal made of
@@ -147,7 +146,7 @@ class Explanation:
     @property
     def has_problems(self) -> bool:
         """True when at least one finding is a problem (not only notes)."""
-        return any(p.severity == "problem" for p in self.problems)
+        return count_problems(self.problems) > 0
 
     def to_json(self) -> dict[str, Any]:
         """``{"problems": [{"id", "severity", "lines", "cause", "fix"}]}``: findings in the order
@@ -266,8 +265,6 @@ def _evidence(node: object, path: str) -> tuple[Evidence, ...]:
     return tuple(out)
 
 
-# next to the modules in every install, as the catalog (importlib.resources costs 10-20 ms)
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 DATA_FILE = "explain-patterns.yaml"
 COMPILED = DATA_DIR / "explain-patterns.pickle"
 RECORDS: tuple[type, ...] = (Table, Pattern, Evidence)
@@ -325,7 +322,7 @@ def explain_lines(lines: Iterable[str], rules: Table | None = None) -> Explanati
     for number, raw in enumerate(lines, start=1):
         for piece in _windows(raw):
             # a log's escape sequences and control characters are never echoed to a terminal
-            # (OSC 52 writes the clipboard, CR overwrites the line: issue 28), nor matched
+            # (OSC 52 writes the clipboard, CR overwrites the line), nor matched
             shown = terminal_text(piece).strip()
             if not shown:
                 continue

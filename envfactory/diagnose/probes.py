@@ -36,6 +36,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Literal, Protocol
 
 from envfactory.catalog.model import Combo, OperatingSystem
+from envfactory.diagnose import loadcheck, tfcheck
 
 Origin = Literal[
     "KnownDLLs",
@@ -320,67 +321,10 @@ def inside_prefix(path: str, prefix: str | None, os_name: OperatingSystem) -> bo
 # --------------------------------------------------------------------------------------------
 # The three-tier TensorFlow check, run by the environment's own Python.
 
-TF_CHECK_MARKER = "ENVFACTORY_TF_CHECK "
-
-# Runs under TF 1.13-2.x and Python 3.6+: no f-strings with '=', no walrus, no type hints.
-TF_CHECK_SCRIPT = r"""
-import json, sys, traceback
-out = {"tensorflow": None, "built_with_cuda": None, "devices": None, "matmul": None, "errors": {}}
-try:
-    import numpy as np
-    import tensorflow as tf
-    out["tensorflow"] = tf.__version__
-except Exception as exc:
-    out["errors"]["import"] = "%s: %s" % (type(exc).__name__, exc)
-    print("ENVFACTORY_TF_CHECK " + json.dumps(out)); sys.exit(0)
-try:
-    out["built_with_cuda"] = bool(tf.test.is_built_with_cuda())
-except Exception as exc:
-    out["errors"]["built_with_cuda"] = "%s: %s" % (type(exc).__name__, exc)
-try:
-    from tensorflow.python.client import device_lib
-    out["devices"] = [
-        {"name": d.name, "memory_bytes": int(d.memory_limit), "description": d.physical_device_desc}
-        for d in device_lib.list_local_devices() if d.device_type == "GPU"
-    ]
-except Exception as exc:
-    out["errors"]["devices"] = "%s: %s" % (type(exc).__name__, exc)
-try:
-    rng = np.random.RandomState(0)
-    a = rng.standard_normal((256, 256)).astype("float32")
-    b = rng.standard_normal((256, 256)).astype("float32")
-    expected = a.astype("float64").dot(b.astype("float64"))
-    bound = np.abs(a).astype("float64").dot(np.abs(b).astype("float64"))
-    try:
-        tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
-    except Exception:
-        tf32 = False  # TF < 2.4 has no TF32
-    if tf.executing_eagerly():
-        with tf.device("/GPU:0"):
-            c = tf.matmul(tf.constant(a), tf.constant(b))
-        got, device = c.numpy(), c.device
-    else:
-        with tf.device("/GPU:0"):
-            c = tf.matmul(tf.constant(a), tf.constant(b))
-        config = tf.compat.v1.ConfigProto(allow_soft_placement=False)
-        with tf.compat.v1.Session(config=config) as sess:
-            got = sess.run(c)
-        device = c.device
-    diff = np.abs(got.astype("float64") - expected)
-    cc = None
-    for d in out["devices"] or []:
-        desc = d.get("description") or ""
-        if "compute capability:" in desc:
-            cc = desc.split("compute capability:")[1].strip().split(",")[0].strip()
-            break
-    out["matmul"] = {"device": device, "max_abs_error": float(np.max(diff)),
-                     "max_error_over_bound": float(np.max(diff / bound)), "k": 256,
-                     "tf32_enabled": tf32, "compute_capability": cc}
-except Exception as exc:
-    first = str(exc).splitlines()[0] if str(exc) else ""
-    out["errors"]["matmul"] = "%s: %s" % (type(exc).__name__, first)
-print("ENVFACTORY_TF_CHECK " + json.dumps(out))
-"""
+# The program itself is envfactory/diagnose/tfcheck.py, run as a file by the environment's Python
+# (which may be 3.6, and has no envfactory): its own module, under ruff and mypy.
+TF_CHECK_PROGRAM = Path(tfcheck.__file__)
+TF_CHECK_MARKER = tfcheck.MARKER
 
 
 @dataclass(frozen=True)
@@ -443,7 +387,7 @@ def run_tf_check(prefix: Path, os_name: OperatingSystem, timeout: float = 1800) 
         return TfCheck(str(python), None, None, None, None, {"run": f"{python} does not exist"}, "")
     try:
         done = subprocess.run(
-            [str(python), "-c", TF_CHECK_SCRIPT],
+            [str(python), str(TF_CHECK_PROGRAM)],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -580,73 +524,11 @@ def read_prefix_packages(prefix: Path) -> PrefixPackages:
 # --------------------------------------------------------------------------------------------
 # Measured, not predicted: the environment's own Python loads each library and names the file.
 
-MEASURE_MARKER = "ENVFACTORY_LOADED "
-
-# Python 3.6+, ctypes only, no TensorFlow import. A request is [name, how]: "ctypes" is
-# ctypes' own default for that Python (what TF's self-check does), "tensorflow" is TensorFlow's
-# LoadLibraryExW(name, NULL, LOAD_WITH_ALTERED_SEARCH_PATH), "extension" a dependency of
-# TensorFlow's extension module (its folder first, given as the third item). The file that
-# loaded: GetModuleFileNameW on Windows, dl_iterate_phdr elsewhere.
-MEASURE_SCRIPT = r"""
-import ctypes, json, os, sys
-requests = json.loads(sys.argv[1])
-out = {}
-if os.name == "nt":
-    k32 = ctypes.WinDLL("kernel32", use_last_error=True)
-    k32.LoadLibraryExW.restype = ctypes.c_void_p
-    k32.LoadLibraryExW.argtypes = [ctypes.c_wchar_p, ctypes.c_void_p, ctypes.c_uint32]
-    k32.GetModuleFileNameW.argtypes = [ctypes.c_void_p, ctypes.c_wchar_p, ctypes.c_uint32]
-    def name_of(handle):
-        buf = ctypes.create_unicode_buffer(32768)
-        n = k32.GetModuleFileNameW(handle, buf, 32768)
-        return buf.value[:n] if n else None
-    for item in requests:
-        name, how = item[0], item[1]
-        try:
-            if how == "tensorflow":
-                handle = k32.LoadLibraryExW(name, None, 0x8)
-                if not handle:
-                    raise ctypes.WinError(ctypes.get_last_error())
-                how_text = "LoadLibraryExW(LOAD_WITH_ALTERED_SEARCH_PATH)"
-                out[name] = {"path": name_of(handle), "how": how_text}
-                continue
-            own = os.path.join(item[2], name) if how == "extension" and len(item) > 2 else None
-            if own and os.path.exists(own):
-                handle = ctypes.WinDLL(own)._handle
-                how_text = "ctypes.WinDLL(full path in the extension's folder)"
-            else:
-                handle = ctypes.WinDLL(name)._handle
-                how_text = "ctypes.WinDLL(name), Python %d.%d" % sys.version_info[:2]
-            out[name] = {"path": name_of(handle), "how": how_text}
-        except OSError as exc:
-            out[name] = {"path": None, "how": how, "error": str(exc)}
-else:
-    class Info(ctypes.Structure):
-        _fields_ = [("addr", ctypes.c_void_p), ("name", ctypes.c_char_p)]
-    CALLBACK = ctypes.CFUNCTYPE(
-        ctypes.c_int, ctypes.POINTER(Info), ctypes.c_size_t, ctypes.c_void_p
-    )
-    for item in requests:
-        name = item[0]
-        try:
-            ctypes.CDLL(name)
-        except OSError as exc:
-            out[name] = {"path": None, "how": "ctypes.CDLL(name)", "error": str(exc)}
-            continue
-        found = []
-        def visit(info, size, data):
-            raw = info.contents.name
-            if raw:
-                path = raw.decode(sys.getfilesystemencoding(), "surrogateescape")
-                base = os.path.basename
-                if base(path) == name or base(os.path.realpath(path)) == base(name):
-                    found.append(path)
-            return 0
-        ctypes.CDLL(None).dl_iterate_phdr(CALLBACK(visit), None)
-        how_text = "ctypes.CDLL(name), dl_iterate_phdr"
-        out[name] = {"path": found[0] if found else None, "how": how_text}
-print("ENVFACTORY_LOADED " + json.dumps(out))
-"""
+# The program is envfactory/diagnose/loadcheck.py (Python 3.6+, ctypes only), run as a file by
+# the environment's Python in isolated mode (-I: neither its folder nor user site-packages on
+# sys.path, no PYTHON* variables; -S: no site-packages at all).
+MEASURE_PROGRAM = Path(loadcheck.__file__)
+MEASURE_MARKER = loadcheck.MARKER
 
 
 @dataclass(frozen=True)
@@ -676,7 +558,7 @@ def parse_measured(stdout: str) -> dict[str, MeasuredLoad]:
 def measure_loads(
     prefix: Path, os_name: OperatingSystem, requests: Sequence[tuple[str, str]]
 ) -> dict[str, MeasuredLoad]:
-    """Run MEASURE_SCRIPT with the environment's Python in this process's environment and
+    """Run ``loadcheck.py`` with the environment's Python in this process's environment and
     current directory (the ones the prediction used); {} when there is no such Python."""
     python = env_python(prefix, os_name)
     if not requests or not python.exists():
@@ -685,7 +567,7 @@ def measure_loads(
     payload = json.dumps([[name, how, module_dir] for name, how in requests])
     try:
         done = subprocess.run(
-            [str(python), "-I", "-S", "-c", MEASURE_SCRIPT, payload],
+            [str(python), "-I", "-S", str(MEASURE_PROGRAM), payload],
             capture_output=True,
             text=True,
             encoding="utf-8",

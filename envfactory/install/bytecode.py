@@ -2,7 +2,7 @@
 
 Compiling runs the environment's own ``python`` (``python -m compileall``: only that
 interpreter writes bytecode its import system accepts), so it is a program from a locked
-package: ``create`` does not run it unless asked (issue 28: no package code at create). Without
+package: ``create`` does not run it unless asked (no package code runs at create). Without
 it Python writes the ``__pycache__`` files on first import where the prefix is writable, and
 every first import pays for the compile (``tensorboard --version`` of a fresh environment:
 seconds). It runs after the environment is in place, so the paths inside the bytecode are the

@@ -5,7 +5,7 @@
    one of its parents; pip URLs are one-line http(s)/file URLs;
 2. bring every conda package into the shared package cache (``pkgcache``): the archive's
    sha256 (or md5) checked against the lock's while it is extracted, ``file://`` ones included
-   (rattler checks none of those: shared/research/feasibility.md §1d), every ``paths.json``
+   (py-rattler 0.28's ``install`` checks no hash of a ``file://`` package), every ``paths.json``
    entry checked to stay inside the prefix and every file against its sha256 and size;
 3. check the packages together (no file under another package's symlink), link them with
    py-rattler from the cache into a staging directory next to the prefix (the final prefix
@@ -289,7 +289,7 @@ def create_environment(
             "see docs/security.md, 'Credentials'",
         )
     conda = [p for p in packages if p.manager == "conda"]
-    # conda-meta records the lock's URLs, without credentials (world-readable files, issue 28);
+    # conda-meta records the lock's URLs, without credentials (world-readable files);
     # the cache was filled from the relocated ones
     locked = [
         p._replace(url=redact_url(p.url), channel=redact_url(p.channel))

@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from envfactory.catalog.platforms import Platform
+from envfactory.compiled import DATA_DIR
 from envfactory.errors import ToolError, UserInputError
 from envfactory.lockfile.models import LockedPackage
 
-DATA = Path(__file__).parent.parent / "data" / "vetted-sdists.yaml"
+DATA = DATA_DIR / "vetted-sdists.yaml"
 BUILD_TIMEOUT_S = 600
 
 
@@ -43,10 +44,11 @@ class Vetted(NamedTuple):
 
 @functools.cache
 def vetted() -> Vetted:
-    import yaml
     from packaging.utils import canonicalize_name
 
-    doc = yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    from envfactory.yamlio import load_yaml
+
+    doc = load_yaml(DATA.name, DATA.read_text(encoding="utf-8"))
     sdists = frozenset(
         (canonicalize_name(s["name"]), str(s["version"]), s["sha256"]) for s in doc["sdists"]
     )

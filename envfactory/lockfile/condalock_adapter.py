@@ -4,7 +4,7 @@ content hash. Locks are read back by ``lockfile/read.py``, which holds them to t
 without importing conda-lock (``read_lock`` is re-exported here for the callers that have it).
 
 conda-lock is imported inside the functions: ``import conda_lock.lockfile`` costs ~0.9 s and must
-stay off the CLI's start-up path (shared/research/feasibility.md §0).
+stay off the CLI's start-up path (docs/benchmarks.md: the imports of each command).
 """
 
 from __future__ import annotations

@@ -4,12 +4,13 @@ version 2) without conda-lock.
 conda-lock's models still write the lock (``condalock_adapter.render_lock``); this module reads
 it back for ``create``, ``verify``, ``mirror``, ``kernel`` and ``audit``. Importing conda-lock's
 reader costs ~0.5 s and its pydantic validation another ~0.3 ms per package, which made a warm
-``create`` several times slower than installing the same packages (issue 11). py-rattler's reader
+``create`` several times slower than installing the same packages (benchmarks/bench_create.py).
+py-rattler's reader
 (``rattler.LockFile``) is no substitute: it refuses envfactory's own locks (their
 ``custom_metadata``) and normalizes URLs (``<TOKEN>`` becomes ``%3CTOKEN%3E``, ``%2e%2e``
 segments are resolved away), so the checks below would no longer see what the file says.
 
-The document is read with libyaml after ``yamlio.check_bounds``, then held to the shape
+The document is read by ``yamlio.load_plain`` (libyaml, bounded), then held to the shape
 conda-lock's pydantic models accept (``conda_lock.lockfile.v1.models`` ``Lockfile``: the same
 required fields, types, forbidden extra keys, and "conda package hashes must use MD5"),
 merged as ``lockfile_v1_to_v2`` merges it and ordered as its ``toposort_inplace`` orders it.
@@ -26,7 +27,6 @@ file is validated (``_validated``, with ``envfactory.untrusted``). Whatever is w
 
 from __future__ import annotations
 
-import gc
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -55,7 +55,7 @@ class LockContents(NamedTuple):
 
 
 def read_lock(path: Path, memo: Path | None = None) -> LockContents:
-    """Read a conda-lock file (v1 or v2) after bounding the YAML (``yamlio.check_bounds``), and
+    """Read a conda-lock file (v1 or v2), its YAML bounded (``yamlio.load_plain``), and
     validate every string that later reaches a file name, a download, pip's requirements file or
     conda's state file (``_validated``). ``memo``: a directory where the parsed document is kept
     by the sha256 of the file's text (``load_document``); the checks below run every time."""
@@ -86,18 +86,20 @@ def read_lock_for_review(path: Path) -> tuple[LockContents, list[LockedPackage]]
         return exc.lock, exc.stray
 
 
-MEMO_FORMAT = 1
+MEMO_FORMAT = 2  # 2: read by yamlio (YAML 1.1 and 1.2 agree), 1: by PyYAML (YAML 1.1)
 MEMO_KEEP = 64  # documents kept in a memo directory; the least recently used go first
 
 
 def load_document(path: Path, memo: Path | None = None) -> dict[Any, Any]:
-    """The YAML mapping of ``path``, bounded and read with libyaml (``yaml.CSafeLoader``).
+    """The YAML mapping of ``path``, read by ``yamlio.load_plain`` (libyaml, bounded, typed by
+    yamlio's one rule: as conda-lock's own PyYAML reading types whatever conda-lock writes).
 
     With ``memo``, the document is first looked up there as JSON by the sha256 of the text
     (``<sha256>-<MEMO_FORMAT>.json``) and, when it is not, kept there after reading, if JSON
-    holds it exactly (no dates, no non-string keys). A warm ``create`` then skips importing
-    PyYAML and parsing (~40 ms of a 72 KB lock, issue 11). The text is read every time, so an
-    edited lock is a new key; the memo directory is as trusted as the package cache it lives in."""
+    holds it exactly (no NaN, no non-string keys). A warm ``create`` then skips importing
+    PyYAML and parsing (~40 ms of a 72 KB lock; benchmarks/bench_create.py). The text is read
+    every time, so an edited lock is a new key; the memo directory is as trusted as the package
+    cache it lives in."""
     from envfactory.fsio import read_text
 
     try:
@@ -122,28 +124,9 @@ def load_document(path: Path, memo: Path | None = None) -> dict[Any, Any]:
 
 
 def _parse_yaml(path: Path, text: str) -> dict[Any, Any]:
-    import yaml  # type: ignore[import-untyped,unused-ignore]
+    from envfactory.yamlio import load_plain
 
-    from envfactory.yamlio import check_bounds
-
-    check_bounds(text, str(path), "pyyaml")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    # Python's cycle collector runs over and over while a large document is built (millions of
-    # new containers; check_bounds has bounded how many): loading a 16,000-package lock took
-    # 4.4 s of CPU with it, 1.9 s without (benchmarks/bench_lock_read.py). Whatever cycle the
-    # document holds is collected after, as usual.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        content = yaml.load(text, Loader=loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserInputError(f"{where}: not valid YAML: {problem}", LOCK_HINT) from None
-    finally:
-        if collecting:
-            gc.enable()
+    content = load_plain(str(path), text, LOCK_HINT)
     if content is None:
         raise UserInputError(f"{path} is empty", LOCK_HINT)
     if not isinstance(content, dict):
@@ -158,8 +141,8 @@ def _parse_yaml(path: Path, text: str) -> dict[Any, Any]:
 def _recall(kept: Path) -> dict[Any, Any] | None:
     """The document kept at ``kept``, if this user's own: a memo another user could have
     written (or could write: group/other write bits, or a directory in that state) is not
-    read, whatever the cache's directory checks say later (issue 28: a planted parsed lock
-    made a genuine lock install a planted sdist)."""
+    read, whatever the cache's directory checks say later (a planted parsed lock once made a
+    genuine lock install a planted sdist; docs/security.md)."""
     import json
     import os
     import stat
@@ -462,7 +445,7 @@ def toposort(data: Mapping[str, set[str]]) -> list[str]:
     for ``pip``.
 
     conda's version rescans every remaining name on each round, so a chain of n packages costs
-    n**2 steps (a 16,000-package lock took over a minute, issue 28). The same rounds here:
+    n**2 steps (a 16,000-package lock took over a minute). The same rounds here:
     each name counts its unmet dependencies and knows its dependants, so a round visits only
     the names it releases; a heap of (unmet count, name) finds where to break a cycle."""
     import heapq

@@ -87,7 +87,8 @@ class EnvironmentSpec:
 
 
 def virtual_packages(combo: Combo, platform: Platform) -> dict[str, str]:
-    """The virtual packages a lock assumes: from the combo, never from the host (design §3)."""
+    """The virtual packages a lock assumes: from the combo, never from the host, so a lock made
+    on a laptop without a GPU is the one made on a GPU server."""
     route = combo.route(platform)
     packages = {"__cuda": combo.cuda.value}
     if os_of(platform) == "linux":

@@ -1,5 +1,6 @@
 """Solve stage: the locked packages of one platform, and the checks a solution must pass before
-it becomes a lock (design §4, anchors lessons 2 and 6).
+it becomes a lock: exact pins where a package selects a variant, so a CPU TensorFlow build
+or a CUDA outside the combo is refused.
 
 Everything here is pure over ``LockedPackage`` records; the solver itself sits behind
 ``rattler_adapter`` and version matching is passed in as a function.

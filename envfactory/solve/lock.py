@@ -258,19 +258,15 @@ def _public(urls: Mapping[str, str]) -> dict[str, str]:
 
 def read_virtual_spec(path: Path) -> dict[Platform, dict[str, str]]:
     """A conda-lock virtual-package file: ``subdirs: {PLATFORM: {packages: {NAME: VERSION}}}``."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
+    from envfactory.fsio import read_text
+    from envfactory.yamlio import load_plain
 
     hint = "the file holds subdirs: PLATFORM: packages: NAME: VERSION (conda-lock's format)"
-    from envfactory.fsio import read_text
-    from envfactory.yamlio import check_bounds
-
     try:
         text = read_text(path, "the virtual-package file", hint)
-        check_bounds(text, str(path))  # alias bombs and deep nesting: refused before loading
-        doc = YAML(typ="safe").load(text)
-    except (OSError, YAMLError) as exc:
+    except OSError as exc:
         raise UserInputError(f"cannot read {path}: {exc}", hint) from None
+    doc = load_plain(str(path), text, hint)
     subdirs = doc.get("subdirs") if isinstance(doc, dict) else None
     if not isinstance(subdirs, dict):
         raise UserInputError(f"{path} has no 'subdirs' mapping", hint)

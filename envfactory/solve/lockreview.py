@@ -2,7 +2,7 @@
 
 ``check_lock`` compares the recorded inputs with the current ones and the files of the set with
 their recorded digests; a pull request that only appended a package to conda-lock.yml's list
-passed both (issue 28). Here, without solving:
+passed both. Here, without solving:
 
 * every package must be reached from the recorded specs through the lock's own dependencies
   (``lockfile.unreachable``, which ``create`` refuses too);

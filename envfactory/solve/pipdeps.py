@@ -3,7 +3,7 @@
 uv's ``pylock.toml`` output (what ``pypi.lock_target`` reads) names files and hashes but no
 dependencies, so a lock's pip entries had ``dependencies: {}`` and nothing tied a pip package to
 the requirement that brought it. A package appended to the list by hand (an sdist whose build
-backend runs at create) looked like every other one (issue 28). uv's requirements output says it:
+backend runs at create) looked like every other one. uv's requirements output says it:
 ``absl-py==2.1.0  # via tensorboard, tensorflow-gpu`` (``--annotation-style line``). It is asked
 once more, with every locked version pinned, so the edges are those of the locked set.
 """

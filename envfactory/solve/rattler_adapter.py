@@ -1,6 +1,6 @@
 """The one place that talks to py-rattler: solve, match, install, read installed records.
 
-py-rattler 0.28 quirks handled here (shared/research/feasibility.md §1b, §1d):
+py-rattler 0.28 quirks handled here (each seen with py-rattler 0.28.0):
 ``name=ver=build`` strings need ``MatchSpec(s, strict=False)``; a ``Gateway`` caches repodata,
 so every solve gets a fresh one; ``install`` needs a ``Subdir``; ``record.build`` is a
 ``BuildString``; ``install`` does not check hashes of ``file://`` packages (``create`` does).

@@ -1,4 +1,5 @@
-"""Re-locking: what a new lock keeps of the lock it replaces (design §14, "locks are sticky").
+"""Re-locking: what a new lock keeps of the lock it replaces (locks are sticky: only what the
+inputs force moves; docs/lock-create.md).
 
 A lock that lives in a repository is re-locked for small reasons (one package added, a pin
 edited); a solve from scratch would move every package that nothing pins. So ``lock`` hands the
