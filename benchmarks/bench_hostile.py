@@ -34,7 +34,7 @@ from pathlib import Path
 warnings.simplefilter("ignore")
 which, path = sys.argv[1], Path(sys.argv[2])
 from conda_lock.lockfile import parse_conda_lock_file
-from envfactory.lockfile.condalock_adapter import read_lock
+from envfactory.lockfile.read import read_lock
 start = time.perf_counter()  # imports (about a second) are not counted
 try:
     if which == "new":

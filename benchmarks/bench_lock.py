@@ -113,10 +113,10 @@ def solve_jobs(request: LockRequest) -> list[dict[str, object]]:
     channels and virtual packages as ``solve_platform``."""
     return [
         {
-            "specs": request.conda_specs(p),
-            "channels": request.channel_map.urls(request.channels(p)),
+            "specs": list(request.inputs[p].conda),
+            "channels": list(request.inputs[p].channel_urls),
             "platform": p,
-            "virtual": request.virtual(p),
+            "virtual": dict(request.inputs[p].virtual_packages),
         }
         for p in request.platforms
     ]

@@ -94,7 +94,7 @@ def main() -> int:
             made: set[str] = set()
             for tree in trees:
                 files = tree.path / "files"
-                for scheme_name, rel, _digest, _size in tree.manifest["files"]:
+                for scheme_name, rel, *_rest in tree.manifest["files"]:
                     target = os.path.join(prefix, scheme_name, rel)  # noqa: PTH118
                     parent = os.path.dirname(target)  # noqa: PTH120
                     if parent not in made:

@@ -9,10 +9,11 @@ sections ``[global]`` then ``[download]``/``[install]``, then ``PIP_<OPTION>`` v
 ``proxy``, ``cert`` (CA bundle), ``client-cert``, ``trusted-host`` (no certificate check for that
 host). Without ``cert``, ``SSL_CERT_FILE`` (what uv reads) is the CA bundle. requests itself adds
 the ``HTTP(S)_PROXY``/``NO_PROXY`` variables, ``REQUESTS_CA_BUNDLE`` and ``~/.netrc`` logins.
-``lock`` without ``--pip-index`` resolves on pip's ``index-url`` (login included) with its
-``trusted-host`` and ``keyring-provider`` (``uv_index_environment``; ``extra-index-url`` is not
-used, see there); the lock records each file's URL without the login, and create's downloads
-add the login again for that host. The index URL itself is never a lock input.
+``lock`` without ``--pip-index`` resolves on pip's ``index-url`` and ``extra-index-url`` (logins
+included) under pip's rule, the best version of all indexes, with its ``trusted-host`` and
+``keyring-provider`` (``uv_index_environment``); the lock records each file's URL without the
+login, and create's downloads add the login again for that host. The index URL itself is never
+a lock input.
 
 conda: ``proxy_servers`` and ``ssl_verify`` (true, false or a CA bundle path) of the
 ``.condarc`` files conda reads by default (https://docs.conda.io/projects/conda/en/latest/
@@ -86,17 +87,25 @@ def pip_indexes(env: Mapping[str, str] | None = None) -> tuple[str | None, list[
 
 def uv_index_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The user's pip index settings as uv's variables (https://docs.astral.sh/uv/reference/
-    environment/: ``UV_INDEX_URL``, ``UV_INSECURE_HOST``, ``UV_KEYRING_PROVIDER``), passed
+    environment/: ``UV_INDEX_URL``, ``UV_EXTRA_INDEX_URL``, ``UV_INDEX_STRATEGY``,
+    ``UV_INSECURE_HOST``, ``UV_KEYRING_PROVIDER``), passed
     in uv's environment rather than on its command line, where any local user could read a
     password with ``ps``. uv reads ``~/.netrc`` itself."""
     settings = pip_settings(env)
-    index, _extra = pip_indexes(env)
+    index, extra = pip_indexes(env)
     out: dict[str, str] = {}
     if index:
         out["UV_INDEX_URL"] = index
-    # extra-index-url is not passed on: pip takes the best match across all its indexes, uv the
-    # first index that has a package (dependency confusion), and an extra index is often a
-    # machine's own folder (file:///opt/...) whose URLs would then be written into the lock
+    if extra:
+        # pip gathers the candidates of index-url and every extra-index-url and takes the best
+        # version of all (pip/_internal/index/package_finder.py, find_all_candidates and
+        # _sort_key); uv's default (first-index) stops at the first index that has the name at
+        # all, and ranks the extra indexes above the main one, so a stale or squatted copy on an
+        # extra index would win. unsafe-best-match is uv's mode for pip's behaviour
+        # (https://docs.astral.sh/uv/concepts/indexes/#searching-across-multiple-indexes);
+        # only set when there are extra indexes, where it changes nothing else
+        out["UV_EXTRA_INDEX_URL"] = " ".join(extra)
+        out["UV_INDEX_STRATEGY"] = "unsafe-best-match"
     if settings.get("trusted-host"):
         out["UV_INSECURE_HOST"] = " ".join(settings["trusted-host"].split())
     if settings.get("keyring-provider") in ("subprocess", "disabled"):

@@ -689,3 +689,68 @@ def example_channel_packages(conda_forge: Path, scratch: Path) -> list[StubPacka
 
 def build_example_channel(target: Path, conda_forge: Path, scratch: Path) -> Path:
     return build_channel(target, example_channel_packages(conda_forge, scratch))
+
+
+# --------------------------------------------------------------------------------------------
+# Every combo of the catalog: the channels and wheel folders tests/test_mirror_combos.py locks
+# each combo and platform against.
+
+# A real CPython release of each minor version the catalog names (python.org release list);
+# the build strings of these stubs are invented (``envf_stub_0``), no file in tests/data holds
+# a conda record of each.
+CATALOG_PYTHONS = {
+    "3.6": "3.6.13", "3.7": "3.7.16", "3.8": "3.8.18", "3.9": "3.9.18",
+    "3.10": "3.10.13", "3.11": "3.11.7", "3.12": "3.12.1",
+}  # fmt: skip
+STUB_BUILD = "envf_stub_0"
+PIP_REPORTS = DATA / "pypi" / "catalog"
+
+
+def catalog_packages() -> dict[str, list[StubPackage]]:
+    """Channel name -> the packages every combo of the catalog pins there, on each platform it
+    covers, with the combo's default Python and, where the route has a pip side, ``pip``.
+
+    Names, versions and build strings of the pinned packages are the catalog's own (each names
+    its sources in envfactory/data/combos.yaml). A pin without a build string gets
+    ``envf_stub_0``, a build pattern (``gpu_*``) has its ``*`` replaced by it. ``depends`` are
+    left empty except for pip's python: the catalog records no dependencies, and these channels
+    exist to lock and mirror each combo, not to test the solver (the hand-made channels above
+    carry the decoys). Python and pip: real versions, invented builds (see CATALOG_PYTHONS)."""
+    from envfactory.catalog.loader import load_catalog
+    from envfactory.render.environment import environment_spec
+
+    out: dict[str, dict[tuple[str, str, str, str], StubPackage]] = {}
+    for combo in load_catalog().combos.values():
+        for platform in combo.platforms:
+            spec = environment_spec(combo, platform)
+            home = spec.channels[0]
+            windows = platform.startswith("win")
+            py = CATALOG_PYTHONS[spec.python]
+            short = spec.python.replace(".", "")
+            exe = (
+                {"python.exe": f"stub python {py}\n"}
+                if windows
+                else {f"bin/python{spec.python}": f"#!/bin/sh\necho stub python {py}\n"}
+            )
+            packages = [StubPackage("python", py, STUB_BUILD, platform, files=exe)]
+            if spec.pip:
+                upper = f"{spec.python.split('.')[0]}.{int(spec.python.split('.')[1]) + 1}"
+                packages.append(
+                    StubPackage(
+                        "pip",
+                        "23.3.1",
+                        f"py{short}_{STUB_BUILD}",
+                        platform,
+                        depends=(f"python >={spec.python},<{upper}.0a0",),
+                    )
+                )
+            channel_of = {p.name: home for p in packages}
+            for pin in spec.conda:
+                build = (pin.build or STUB_BUILD).replace("*", STUB_BUILD)
+                packages.append(StubPackage(pin.name, pin.version, build, platform))
+                channel_of[pin.name] = pin.channel or home
+            for pkg in packages:
+                out.setdefault(channel_of[pkg.name], {})[
+                    (pkg.subdir, pkg.name, pkg.version, pkg.build)
+                ] = pkg
+    return {name: list(found.values()) for name, found in out.items()}  # fmt: skip

@@ -123,6 +123,26 @@ def _package_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _no_pip_configuration() -> Iterator[None]:
+    """No test resolves on the machine's own pip indexes: ``lock`` follows pip.conf's index-url
+    and extra-index-url (netconfig.uv_index_environment), and a lab machine's extra index
+    (this one's is file:///opt/pypi/simple) would put its files into the tests' locks. pip's
+    own switch (PIP_CONFIG_FILE=os.devnull: no configuration file is read); the tests of these
+    settings write their own pip.conf."""
+    keys = ("PIP_CONFIG_FILE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")
+    saved = {k: os.environ.get(k) for k in keys}
+    for key in keys[1:]:
+        os.environ.pop(key, None)
+    os.environ["PIP_CONFIG_FILE"] = os.devnull
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _no_registering() -> Iterator[None]:
     """No test adds its environments to the user's ~/.conda/environments.txt (conda's own
     switch, CONDA_REGISTER_ENVS); the tests of registering set HOME and turn it on."""

@@ -215,9 +215,72 @@ def test_tf_outside_the_catalog_is_checked_against_the_tested_builds_or_unknown(
     )
     report = _report(tmp_path, "nine.yml", nine)
     assert "cuda-mismatch" in _keys(report) and report.verdict == "inconsistent"
-    # TF 1.2: no tested-build row; never 'consistent'
-    two = _report(tmp_path, "two.txt", "tensorflow-gpu==1.2.0\nprotobuf==3.3.0\n")
-    assert two.verdict == "unknown" and two.unchecked and "not checked" in two.unchecked
+    # TF 0.12: no tested-build row (the tables start at 1.0); never 'consistent'
+    old = _report(tmp_path, "old.txt", "tensorflow-gpu==0.12.1\nprotobuf==3.1.0\n")
+    assert old.verdict == "unknown" and old.unchecked and "not checked" in old.unchecked
+    # TF 1.0-1.4 rows of the tested-build tables (CUDA 8): TF 1.2 next to CUDA 9.0 is checked
+    two = (
+        "name: x\ndependencies:\n  - python=3.5.4=0\n  - cudatoolkit=9.0=h13b8566_0\n"
+        "  - pip:\n    - tensorflow-gpu==1.2.0\n    - protobuf==3.3.0\n"
+    )
+    report = _report(tmp_path, "two.yml", two)
+    assert report.verdict == "inconsistent" and "cuda-mismatch" in _keys(report)
+    assert _report(tmp_path, "two8.yml", two.replace("9.0=h13b8566_0", "8.0=3")).verdict == (
+        "consistent"
+    )
+
+
+def test_a_bare_cuda_major_of_the_tables_means_its_x_0_libraries(tmp_path: Path) -> None:
+    # TF 1.5-1.12 are tabled with CUDA "9": their binaries load libcudart.so.9.0
+    text = (
+        "name: x\ndependencies:\n  - python=3.6.10=h0371630_0\n  - cudatoolkit=9.0=h13b8566_0\n"
+        "  - pip:\n    - tensorflow-gpu==1.12.0\n"
+    )
+    assert "cuda-mismatch" not in _keys(_report(tmp_path, "nine.yml", text))
+    assert "cuda-mismatch" in _keys(
+        _report(tmp_path, "ninetwo.yml", text.replace("9.0=h13b8566_0", "9.2=0"))
+    )
+
+
+def test_a_self_contained_conda_tensorflow_gpu_is_checked_against_the_tested_builds(
+    tmp_path: Path,
+) -> None:
+    # a community channel's tensorflow-gpu (no tensorflow-base beside it) carries TF's own binary
+    text = (
+        "name: tf-gpu\nchannels:\n  - aaronzs\ndependencies:\n  - python=3.6.10=h9f7ef89_0\n"
+        "  - cudatoolkit=10.2.89=h74a9793_0\n  - cudnn=7.6.5=cuda10.2_0\n"
+        "  - tensorflow-gpu=1.9.0=py36_0\n"
+    )
+    report = _report(tmp_path, "aaronzs.yml", text)
+    assert "cuda-mismatch" in _keys(report), report.findings
+    fine = text.replace("10.2.89=h74a9793_0", "9.0=1").replace("cuda10.2_0", "cuda9.0_0")
+    assert "cuda-mismatch" not in _keys(_report(tmp_path, "fine.yml", fine))
+    # with Anaconda's tensorflow-base beside it, the base's build decides (not the table)
+    base = text + "  - tensorflow-base=1.9.0=gpu_py36h6e53903_0\n"
+    assert "cuda-mismatch" not in _keys(
+        _report(
+            tmp_path,
+            "base.yml",
+            base.replace("10.2.89=h74a9793_0", "9.0=1").replace("cuda10.2_0", "cuda9.0_0"),
+        )
+    )
+
+
+def test_tflow_select_names_anacondas_variant(tmp_path: Path) -> None:
+    # 'conda env export --no-builds': _tflow_select's version says the variant (2.3.0 = mkl)
+    text = (
+        "name: tf\ndependencies:\n  - _tflow_select=2.3.0\n  - python=3.10.13\n"
+        "  - cuda-cudart=11.8.89\n  - cuda-runtime=11.8.0\n  - tensorflow=2.12.0\n"
+        "  - tensorflow-base=2.12.0\n"
+    )
+    report = _report(tmp_path, "mkl.yml", text)
+    assert "tf-cpu-build-with-cuda" in _keys(report) and report.verdict == "inconsistent"
+    # 2.1.0 is the gpu variant
+    gpu = _report(tmp_path, "gpu.yml", text.replace("_tflow_select=2.3.0", "_tflow_select=2.1.0"))
+    assert "tf-cpu-build-with-cuda" not in _keys(gpu)
+    # no CUDA package beside it: a CPU environment, nothing to say
+    cpu = text.replace("  - cuda-cudart=11.8.89\n  - cuda-runtime=11.8.0\n", "")
+    assert "tf-cpu-build-with-cuda" not in _keys(_report(tmp_path, "cpu.yml", cpu))
 
 
 def test_non_tf_findings_stay_out_of_the_tf_verdict() -> None:
@@ -260,3 +323,18 @@ def test_a_ranged_pip_tensorflow_is_not_taken_for_an_old_cpu_wheel(tmp_path: Pat
     report = _report(tmp_path, "environment.yml", text)
     assert "tf-cpu-build-with-cuda" not in _keys(report)
     assert report.verdict == "unknown"
+
+
+def test_multi_backend_keras_before_2_3_next_to_tensorflow_2(tmp_path: Path) -> None:
+    # keras 2.2.5 and older support TensorFlow 1 only (keras-2-3-release)
+    old = _report(tmp_path, "old.txt", "tensorflow==2.4.0\nKeras==2.0.4\n")
+    assert "keras-skew:keras" in _keys(old)
+    [finding] = [f for f in old.findings if f.id == "keras-skew"]
+    assert finding.kind == "breakage" and finding.source == "keras-2-3-release"
+    # the same keras with TF 1.15, and keras 2.3.1 with TF 2.2: nothing to say
+    assert "keras-skew:keras" not in _keys(
+        _report(tmp_path, "tf1.txt", "tensorflow==1.15.0\nkeras==2.2.5\n")
+    )
+    assert "keras-skew:keras" not in _keys(
+        _report(tmp_path, "k23.txt", "tensorflow==2.2.0\nkeras==2.3.1\n")
+    )

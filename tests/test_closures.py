@@ -110,7 +110,7 @@ def test_constraints_are_lock_inputs(test_channels: dict[str, Path], tmp_path: P
     locked = {p.name: p.version for p in result.packages["linux-64"]}
     assert locked["protobuf"] == "3.19.6" and locked["h5py"] == "2.10.0"
     assert locked["gast"] == "0.2.2"
-    assert "protobuf<3.21" in request.inputs("linux-64")["constraints"]  # type: ignore[operator]
+    assert "protobuf<3.21" in request.inputs["linux-64"].record()["constraints"]
     assert check_lock(request, tmp_path).fresh
     data = tmp_path / "catalog"
     shutil.copytree(Path(envfactory.__file__).parent / "data", data)

@@ -180,6 +180,23 @@ def test_users_guide_errors(line: str, pid: str, in_cause: str) -> None:
         ("W dso_loader.cc:64] Could not load dynamic library 'libcupti.so.11.2'; dlerror: "
          "libcupti.so.11.2: cannot open shared object file", []),
         ("GPU available: False, used: False", []),
+        ("Using GPU: 0", []),
+        # "No GPU" in users' words and in what the usual check scripts print.
+        ("GPU is NOT AVAILABLE", [("tf-no-gpu", "problem")]),
+        ("No GPU devices found", [("tf-no-gpu", "problem")]),
+        ("Tensorflow is not using my GPU", [("tf-no-gpu", "problem")]),
+        ("the model trains on the CPU instead of the GPU", [("tf-no-gpu", "problem")]),
+        ("GPU devices: []", [("tf-no-gpu", "problem")]),
+        ("Built with CUDA: False", [("tf-no-gpu", "problem")]),
+        ("Please install GPU version of TF", [("tf-no-gpu", "problem")]),
+        # The MSVC runtime as Windows' loader names it, and Python's DLL search errors.
+        ("The code execution cannot proceed because MSVCP140.dll was not found. Reinstalling "
+         "the program may fix this problem.", [("dll-load-failed", "problem")]),
+        ("OSError: [WinError 126] The specified module could not be found. Error loading "
+         "\"C:\\envs\\tf\\lib\\site-packages\\torch\\lib\\c10.dll\" or one of its dependencies.",
+         [("dll-load-failed", "problem")]),
+        ("OSError: [WinError 193] %1 is not a valid Win32 application",
+         [("dll-load-failed", "problem")]),
         ("W bfc_allocator.cc:275] Allocator (GPU_0_bfc) ran out of memory trying to allocate "
          "2.20GiB with freed_by_count=0. The caller indicates that this is not a failure, but "
          "may mean that there could be performance gains if more memory were available.", []),

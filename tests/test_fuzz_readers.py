@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from envfactory import untrusted
 from envfactory.errors import UserInputError
-from envfactory.lockfile.condalock_adapter import read_lock
+from envfactory.lockfile.read import read_lock
 from envfactory.project.manifest import load_project
 
 # Scalars an attacker would try: the characters that matter to shells, files and URLs.

@@ -18,7 +18,7 @@ import pytest
 
 from envfactory.catalog.loader import load_catalog
 from envfactory.errors import UserInputError
-from envfactory.lockfile.condalock_adapter import read_lock
+from envfactory.lockfile.read import read_lock
 from envfactory.solve.channels import ChannelMap
 from envfactory.solve.lock import LockRequest, lock_combo
 

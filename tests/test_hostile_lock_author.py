@@ -298,8 +298,7 @@ def test_a_recorded_plan_that_redirects_commands_is_refused(
     edit, message = PLANS[case]
     lock = tmp_path / "conda-lock.yml"
     lock.write_text(plan_with((lock_dir / "conda-lock.yml").read_text(), edit))
-    meta = read_lock(lock).custom_metadata
-    data = json.loads(meta["envfactory.activation.linux-64"])
+    data = read_lock(lock).metadata.activation["linux-64"]
     with pytest.raises(UserInputError) as info:
         ActivationPlan.from_runtime(data, "linux-64", where=str(lock))
     assert message in info.value.message

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from envfactory.catalog.loader import load_catalog
-from envfactory.lockfile.condalock_adapter import read_lock
+from envfactory.lockfile.read import read_lock
 
 pytestmark = pytest.mark.slow  # conda-lock's own CLI solves, next to rattler
 

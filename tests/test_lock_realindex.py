@@ -77,7 +77,7 @@ def lock_and_relock(root: Path, name: str, platform: Platform) -> Outcome:
             requirements=tuple(f"{p.name}=={p.version}" for p in pip),
             platform=platform,
             python=request.python,
-            glibc=request.virtual(platform).get("__glibc"),
+            glibc=request.inputs[platform].virtual_packages.get("__glibc"),
             conda_packages=tuple(p for p in packages if p.manager == "conda"),
             constraints=combo.constraints_for(platform),
         )

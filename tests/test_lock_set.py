@@ -21,7 +21,8 @@ import pytest
 
 from envfactory.catalog.loader import load_catalog
 from envfactory.errors import UserInputError
-from envfactory.lockfile.record import file_digest, read_lock_header
+from envfactory.lockfile.read import read_lock_header
+from envfactory.lockfile.record import file_digest
 from envfactory.solve.channels import ChannelMap
 from envfactory.solve.lock import LOCK_FILE, LockRequest, lock_combo, write_lock_set
 from envfactory.solve.lockreview import check_lock

@@ -25,10 +25,10 @@ from hypothesis import strategies as st
 
 from envfactory.catalog.loader import load_catalog
 from envfactory.errors import UserInputError
+from envfactory.lockfile.models import LockFile
 from envfactory.lockfile.read import (
     Dependency,
     Document,
-    LockContents,
     _validated,
     load_document,
     parse_document,
@@ -220,7 +220,7 @@ def test_toposort_is_condas() -> None:
 # --- fuzzed locks: both readers accept and agree, or both refuse -----------------------------
 
 
-def their_read(path: Path) -> LockContents:
+def their_read(path: Path) -> LockFile:
     """The reader before issue 11: conda-lock's reading, then envfactory's checks."""
     from pydantic import ValidationError
 
@@ -234,9 +234,9 @@ def their_read(path: Path) -> LockContents:
     return _validated(doc, path)
 
 
-def outcome(read: Any, path: Path) -> LockContents | str:
+def outcome(read: Any, path: Path) -> LockFile | str:
     try:
-        contents: LockContents = read(path)
+        contents: LockFile = read(path)
     except UserInputError as exc:
         return f"refused: {exc.message}"
     return contents

@@ -8,6 +8,7 @@ appears in an error."""
 from __future__ import annotations
 
 import hashlib
+import os
 import ssl
 import subprocess
 import threading
@@ -15,7 +16,7 @@ import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -322,3 +323,95 @@ def test_lock_uses_the_users_private_index_and_writes_no_login(
     finally:
         server.httpd.shutdown()
         server.httpd.server_close()
+
+
+def _simple_index(root: Path, wheels: list[Path]) -> None:
+    """A PEP 503 simple index of ``wheels`` under ``root`` (``simple/`` and ``files/``)."""
+    import shutil
+
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+
+    for wheel in wheels:
+        name = canonicalize_name(parse_wheel_filename(wheel.name)[0])
+        (root / "files").mkdir(parents=True, exist_ok=True)
+        shutil.copy(wheel, root / "files" / wheel.name)
+        sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        page = root / "simple" / name / "index.html"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        with page.open("a", encoding="utf-8") as out:
+            out.write(f'<a href="../../files/{wheel.name}#sha256={sha}">{wheel.name}</a>\n')
+
+
+def test_lock_takes_the_best_version_of_every_pip_index_as_pip_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip.conf's extra-index-url reaches the resolver, and the choice across indexes is pip's:
+    the newest version of all of them (uv alone would stop at the first index that has a name,
+    and uv ranks an extra index first). Real pip, on the same pip.conf, is the judge: each
+    locked file is the one ``pip install --dry-run --report`` picks. The main index is served
+    over HTTP on 127.0.0.1, the extra one is a folder (file://), as on many lab machines."""
+    import json
+    import sys
+    from http.server import SimpleHTTPRequestHandler
+
+    from channel_builder import write_wheel
+
+    from envfactory.solve.pypi import lock_requirements
+
+    def wheel(folder: str, name: str, version: str, requires: list[str]) -> Path:
+        stem = name.replace("-", "_")
+        return write_wheel(
+            tmp_path / "built" / folder, name, version, f"{stem}-{version}-py3-none-any.whl",
+            requires, None,
+        )  # fmt: skip
+
+    # envf-top 2.0 is on the main index, 1.0 (older) on the extra one; envf-extra-only is on
+    # the extra index alone; envf-twin 1.0 is on both, with different payloads
+    _simple_index(tmp_path / "main", [
+        wheel("main", "envf-top", "2.0", ["envf-extra-only", "envf-twin"]),
+        wheel("main", "envf-twin", "1.0", []),
+    ])  # fmt: skip
+    _simple_index(tmp_path / "extra", [
+        wheel("extra", "envf-top", "1.0", []),
+        wheel("extra", "envf-extra-only", "1.0", []),
+        wheel("extra", "envf-twin", "1.0", ["envf-extra-only"]),
+    ])  # fmt: skip
+
+    class Main(SimpleHTTPRequestHandler):
+        seen: list[str] = []  # noqa: RUF012
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(tmp_path / "main"), **kwargs)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = _start(Main)
+    try:
+        conf = tmp_path / "pip.conf"
+        conf.write_text(
+            f"[global]\nindex-url = {server.url}/simple\n"
+            f"extra-index-url = {(tmp_path / 'extra' / 'simple').as_uri()}\n"
+        )
+        monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+        monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+        locked = lock_requirements(
+            ["envf-top"], platform="linux-64", python="3.11", glibc="2.17", conda_packages=[]
+        )
+        report = tmp_path / "report.json"
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+             "--no-cache-dir", "--quiet", "--report", str(report), "envf-top"],
+            check=True, capture_output=True, env={**os.environ, "PIP_CONFIG_FILE": str(conf)},
+        )  # fmt: skip
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()
+    by_pip = {
+        item["metadata"]["name"]: (item["metadata"]["version"], item["download_info"]["url"])
+        for item in json.loads(report.read_text())["install"]
+    }
+    by_lock = {p.name: (p.version, p.url) for p in locked}
+    assert by_lock == by_pip
+    assert by_lock["envf-top"][0] == "2.0"  # the main index's newer version
+    assert by_lock["envf-extra-only"][1].startswith("file://")  # the extra index was searched

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
@@ -199,6 +199,9 @@ def test_what_pyyaml_and_ruamel_write_reads_back_as_written(value: Any, ruamel_v
     assert load_plain("p.yaml", by_pyyaml, "") == document
     stream = io.StringIO()
     YAML(typ="safe", pure=True).dump({"k": ruamel_value}, stream)
+    # ruamel writes a flow-mapping key such as '?0' plain ({?0: null}), which ruamel itself and
+    # PyYAML read back as the explicit key 0: the writer's own slip, not the rule's
+    assume(YAML(typ="safe", pure=True).load(stream.getvalue()) == {"k": ruamel_value})
     assert load_plain("r.yaml", stream.getvalue(), "") == {"k": ruamel_value}
 
 

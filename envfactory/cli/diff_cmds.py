@@ -33,7 +33,9 @@ def _locks(lock: list[str], project_file: Path | None, locks_dir: Path | None) -
             "run in a project directory, or name the lock: --lock ENV|COMBO|conda-lock.yml, "
             "or give two lock files: envfactory diff OLD.yml NEW.yml",
         )
-    return [_shown(project.lock_dir(env.name) / "conda-lock.yml") for env in project]
+    from envfactory.lockfile.models import LOCK_FILE
+
+    return [_shown(project.lock_dir(env.name) / LOCK_FILE) for env in project]
 
 
 def _shown(path: Path) -> Path:

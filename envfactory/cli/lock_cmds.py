@@ -204,6 +204,7 @@ def lock(
     TensorFlow build, or a cudatoolkit, cudnn, python or numpy outside the combo's pins, or a
     package whose dependencies are not all in the lock. Same inputs, same bytes.
     """
+    from envfactory.lockfile.models import LOCK_FILE
     from envfactory.solve.lock import lock_combo
     from envfactory.solve.lockreview import check_lock
 
@@ -223,7 +224,7 @@ def lock(
             views = {
                 t.request.name: {
                     "kind": t.kind,
-                    "lock": str(t.directory / "conda-lock.yml"),
+                    "lock": str(t.directory / LOCK_FILE),
                     "fresh": r.fresh,
                     "reasons": list(r.reasons),
                     "regenerate": _regenerate(t.request, virtual_package_spec, out),
@@ -238,7 +239,7 @@ def lock(
             return EXIT_OK if all_fresh else EXIT_BAD_INPUT
         lines = []  # plain lines: rich (~0.03 s to import) would add nothing to them
         for t, r in results:
-            path = t.directory / "conda-lock.yml"
+            path = t.directory / LOCK_FILE
             if r.fresh:
                 lines.append(f"{path} is up to date: {t.label}")
                 continue
@@ -256,9 +257,7 @@ def lock(
         raise UserInputError("give --update PKG or --update-all, not both")
     console = stdout_console()
 
-    previous_of = {
-        t.directory: relock.previous_lock(t.directory / "conda-lock.yml") for t in targets
-    }
+    previous_of = {t.directory: relock.previous_lock(t.directory / LOCK_FILE) for t in targets}
     relock.check_update_names(list(previous_of.values()), names, target or "")
     views_out: dict[str, Any] = {}
     for t in targets:
@@ -281,7 +280,7 @@ def lock(
             side_from_packages(
                 "dry run" if dry_run else "new lock",
                 result.packages,
-                {p: req.inputs(p) for p in req.platforms},
+                req.records(),
             ),
         )
         platforms_view = {

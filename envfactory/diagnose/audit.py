@@ -357,8 +357,9 @@ def _env_file(doc: Mapping[str, Any], source: str) -> list[Inventory]:
 
 
 def _conda_lock(path: Path) -> list[Inventory]:
-    """A conda-lock.yml, read with conda-lock's own reader (lockfile/condalock_adapter.py)."""
-    from envfactory.lockfile.condalock_adapter import read_lock
+    """A conda-lock.yml, read by ``lockfile.read`` (held to conda-lock's models, checked as
+    ``create`` checks it)."""
+    from envfactory.lockfile.read import read_lock
 
     by_platform: dict[str, list[Package]] = {}
     for pkg in read_lock(path).packages:
@@ -647,13 +648,47 @@ def _os(platform: str | None) -> str:
 # Checks
 
 
+def _tflow_variant(inv: Inventory) -> str | None:
+    """The TensorFlow variant Anaconda's ``_tflow_select`` selects ('gpu', 'mkl', 'eigen'): its
+    build string, or where a file gives no builds its version (tf-releases.yaml tflow_select)."""
+    pkg = inv.conda("_tflow_select")
+    if pkg is None:
+        return None
+    if pkg.build in ("gpu", "mkl", "eigen"):
+        return pkg.build
+    table = _releases_doc().get("tflow_select") or {}
+    return str(table[pkg.version]) if pkg.version in table else None
+
+
 def _check_cpu_build(inv: Inventory) -> list[AuditFinding]:
     gpu_libs = [n for n in GPU_EVIDENCE if inv.conda(n)]
     findings: list[AuditFinding] = []
+    variant = _tflow_variant(inv)
+    tf_conda = inv.conda("tensorflow") or inv.conda("tensorflow-base")
+    if (
+        variant in ("mkl", "eigen") and tf_conda and gpu_libs and not inv.conda("tensorflow-gpu")
+        and not (tf_conda.build and _is_gpu_build(tf_conda.build))
+    ):  # fmt: skip
+        sel = inv.conda("_tflow_select")
+        assert sel is not None
+        findings.append(
+            AuditFinding(
+                "tf-cpu-build-with-cuda",
+                "problem",
+                f"_tflow_select {sel.version} selects Anaconda's {variant} (CPU-only) variant of "
+                f"{tf_conda.name} {tf_conda.version}, next to {', '.join(gpu_libs)}",
+                cause="Anaconda's tensorflow metapackage pins the tensorflow-base variant that "
+                "_tflow_select names; only the gpu variant (_tflow_select 1.1.0 / 2.1.0) uses "
+                "CUDA, so the CUDA packages beside this one are dead weight",
+                fix="install tensorflow-gpu (or rebuild from the closest combo's lock, which pins "
+                "the GPU build string)",
+                source="anaconda-tflow-select",
+            )
+        )
     cuda_libs = [p for p in inv.packages if p.manager == "conda" and CUDA_LIBRARY.match(p.name)]
     for name in ("tensorflow-base", "tensorflow"):
         pkg = inv.conda(name)
-        if pkg is None or not pkg.build or _is_gpu_build(pkg.build) or not gpu_libs:
+        if pkg is None or not pkg.build or _is_gpu_build(pkg.build) or not gpu_libs or findings:
             continue
         if not re.match(r"^(mkl|eigen|cpu|py\d|h[0-9a-f]{7})", pkg.build) and pkg.build != "0":
             continue
@@ -917,6 +952,21 @@ def _check_keras(inv: Inventory, tf: str, reported: set[str]) -> list[AuditFindi
                     f"{tfmeta.retrieved()}",
                 )
             )
+        elif kv < (2, 3) and tfv[:1] >= (2,):
+            findings.append(
+                AuditFinding(
+                    "keras-skew",
+                    "problem",
+                    f"multi-backend keras {version} supports TensorFlow 1 only; this is "
+                    f"TensorFlow {tf} (known breakage; source: keras-2-3-release)",
+                    cause="keras 2.2.5 and older call TF 1 graph APIs (tf.get_default_graph, "
+                    "tf.Session) that TensorFlow 2 removed: building a model fails",
+                    fix="use tf.keras (from tensorflow import keras), or multi-backend keras 2.3.x",
+                    subject="keras",
+                    kind="breakage",
+                    source="keras-2-3-release",
+                )
+            )
     base = inv.conda("tensorflow-base") or inv.conda("tensorflow")
     if (
         inv.complete
@@ -1045,7 +1095,7 @@ def _unchecked(inv: Inventory, tf: str | None, declared_known: bool) -> str | No
         return f"TensorFlow's version '{tf}' is not one release"
     if (_minor(tf), _os(inv.platform)) not in releases():
         return (
-            f"TensorFlow {tf} is not in TF's tested-build tables (1.5 onwards): CUDA, cuDNN "
+            f"TensorFlow {tf} is not in TF's tested-build tables (1.0 onwards): CUDA, cuDNN "
             "and Python not checked"
         )
     return None
@@ -1070,7 +1120,15 @@ def _check_cuda(inv: Inventory, tf: str, catalog: Catalog) -> list[AuditFinding]
                                 f"{base.name} build {base.build} is the one of combo "
                                 f"{combo.name} (CUDA {combo.cuda.value})",
                             )
-    elif (pip := inv.pip("tensorflow-gpu") or inv.pip("tensorflow")) and pip.version:
+    elif (
+        (pip := inv.pip("tensorflow-gpu") or inv.pip("tensorflow")) and pip.version
+    ) or (
+        # A complete listing with a conda tensorflow-gpu and no tensorflow-base: a build that
+        # carries TF's own GPU binary (community channels, e.g. aaronzs), made for the CUDA of
+        # TF's tested-build table like the wheel.
+        (pip := inv.conda("tensorflow-gpu")) and inv.complete and _exact(pip)
+        and pip.build and not _cuda_of_build(pip.build)
+    ):  # fmt: skip
         row = releases().get((_minor(pip.version), _os(inv.platform)))
         linux = releases().get((_minor(pip.version), "linux"))
         if row and "." not in row.cuda and linux and _v(linux.cuda)[:1] == _v(row.cuda)[:1]:
@@ -1078,9 +1136,14 @@ def _check_cuda(inv: Inventory, tf: str, catalog: Catalog) -> list[AuditFinding]
             # (CUDA 10.0, as the Linux row says): compare with that, not with a bare major.
             row = linux
         if row:
-            wanted = (row.cuda, f"pip's {pip.name} {pip.version} was built for CUDA {row.cuda}")
+            whose = "pip's" if pip.manager == "pip" else "conda's self-contained"
+            wanted = (row.cuda, f"{whose} {pip.name} {pip.version} was built for CUDA {row.cuda}")
     if have and wanted:
         h, w = _v(have[0]), _v(wanted[0])
+        if len(w) == 1 and w <= (10,):
+            # The tables give CUDA "8" / "9" for TF 1.0-1.12: those binaries load the X.0
+            # libraries (libcudart.so.9.0, cudart64_90.dll), so "9" means 9.0.
+            w = (w[0], 0)
         # CUDA 10.x sonames carry the minor (libcudart.so.10.0 vs .10.1); from 11 on the major.
         ok = h[:2] == w[:2] if w[:1] == (10,) or w[:1] < (10,) else (h[:1] == w[:1] and h >= w)
         if not ok:

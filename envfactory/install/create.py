@@ -65,7 +65,7 @@ from envfactory.cache.pkgcache import (
 )
 from envfactory.catalog.platforms import Platform, host_platform
 from envfactory.errors import ToolError, UserInputError
-from envfactory.lockfile.models import LockedPackage
+from envfactory.lockfile.models import LockedPackage, LockFile
 from envfactory.lockfile.record import LockMetadata
 from envfactory.progress import Progress, Transfer
 from envfactory.solve.channels import ChannelMap
@@ -245,23 +245,25 @@ def create_environment(
     allow_build: Sequence[str] = (),
     compile_bytecode: bool = False,
     seed: Callable[[Path], None] | None = None,
+    contents: LockFile | None = None,
 ) -> CreateResult:
     """``seed``: fills the staging directory before rattler links into it (``update``: the
-    packages an environment keeps, which rattler then finds installed and leaves alone)."""
+    packages an environment keeps, which rattler then finds installed and leaves alone).
+    ``contents``: ``lock_path`` as the caller has read it already (``update``)."""
     from envfactory.lockfile.read import read_lock
     from envfactory.solve import rattler_adapter
 
     say = progress or (lambda _m: None)
     target_platform = platform or host_platform()
     cache = cache or PackageCache()
-    lock = read_lock(lock_path, memo=cache.memo)
+    lock = contents if contents is not None else read_lock(lock_path, memo=cache.memo)
     if target_platform not in lock.platforms:
         raise UserInputError(
             f"{lock_path} has no packages for {target_platform} (it covers "
             f"{', '.join(lock.platforms)})",
             f"lock for this platform: envfactory lock COMBO --platform {target_platform}",
         )
-    meta = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(lock_path))
+    meta = lock.metadata
     if compile_bytecode:
         from envfactory.install.bytecode import check_can_compile
 

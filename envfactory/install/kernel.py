@@ -92,11 +92,9 @@ def _read(path: Path) -> str:
 
 
 def _combo_from_lock(lock: Path) -> str:
-    from envfactory.lockfile import condalock_adapter
-    from envfactory.lockfile.record import LockMetadata
+    from envfactory.lockfile.read import read_lock
 
-    meta = condalock_adapter.read_lock(lock).custom_metadata
-    combo = LockMetadata.from_custom_metadata(meta, where=str(lock)).combo
+    combo = read_lock(lock).metadata.combo
     if not combo:
         raise UserInputError(f"{lock} names no envfactory combo", "re-lock with envfactory")
     return combo

@@ -36,7 +36,6 @@ from envfactory.cache.pkgcache import PackageCache, local_path, verify_file
 from envfactory.catalog.model import Platform
 from envfactory.errors import ToolError, UserInputError
 from envfactory.lockfile.models import LockedPackage
-from envfactory.lockfile.record import LockMetadata
 from envfactory.progress import Progress, SilentTransfer, Transfer
 from envfactory.solve.channels import ChannelMap
 from envfactory.solve.pypi import is_sdist
@@ -160,8 +159,7 @@ def mirror_lock(
         write_simple_index(directory, pip_files)
     say(f"indexing {directory}")
     rattler_adapter.index_channel(directory)
-    recorded = LockMetadata.from_custom_metadata(lock.custom_metadata, where=str(lock_path))
-    return MirrorResult(directory, lock_path, chosen, outcomes, dict(recorded.channels))
+    return MirrorResult(directory, lock_path, chosen, outcomes, dict(lock.metadata.channels))
 
 
 def write_simple_index(directory: Path, files: Sequence[LockedPackage]) -> None:

@@ -5,7 +5,9 @@ Vetted: the sdist-only releases the catalog's combos lock, pinned by name, versi
 sha256 PyPI publishes (``envfactory/data/vetted-sdists.yaml``). Any other sdist in a lock stops
 ``create`` before anything is fetched or installed, naming it, unless ``--allow-build NAME``
 names it; then it is built the same way and named in the output. An sdist with sources for a
-compiler is refused either way (``pypi.compiled_sources``).
+compiler is refused either way (``pypi.compiled_sources``), unless its vetted entry names the
+sdist's own switch for a build without them (``pure_python_env``: wrapt 1.12.1's
+``WRAPT_INSTALL_EXTENSIONS=false``); the wheel built so must then be pure Python.
 
 A build runs ``uv build --wheel`` with envfactory's own interpreter (never one from the new
 prefix), offline (``--offline --no-index``), its only build requirement the pinned setuptools
@@ -40,6 +42,8 @@ BUILD_TIMEOUT_S = 600
 class Vetted(NamedTuple):
     sdists: frozenset[tuple[str, str, str]]  # (canonical name, version, sha256)
     backend: dict[str, str]
+    #: (canonical name, version, sha256) -> the sdist's own switch for a pure-Python build
+    pure_python_env: dict[tuple[str, str, str], dict[str, str]]
 
 
 @functools.cache
@@ -52,13 +56,28 @@ def vetted() -> Vetted:
     sdists = frozenset(
         (canonicalize_name(s["name"]), str(s["version"]), s["sha256"]) for s in doc["sdists"]
     )
-    return Vetted(sdists, {k: str(v) for k, v in doc["backend"].items()})
+    pure: dict[tuple[str, str, str], dict[str, str]] = {
+        (canonicalize_name(s["name"]), str(s["version"]), s["sha256"]): {
+            str(k): str(v) for k, v in s["pure_python_env"].items()
+        }
+        for s in doc["sdists"]
+        if s.get("pure_python_env")
+    }
+    return Vetted(sdists, {k: str(v) for k, v in doc["backend"].items()}, pure)
 
 
 def is_vetted(pkg: LockedPackage) -> bool:
     from packaging.utils import canonicalize_name
 
     return (canonicalize_name(pkg.name), pkg.version, pkg.sha256 or "") in vetted().sdists
+
+
+def pure_python_env(pkg: LockedPackage) -> dict[str, str]:
+    """The vetted sdist's own switch for a build without its C sources (empty: none)."""
+    from packaging.utils import canonicalize_name
+
+    key = (canonicalize_name(pkg.name), pkg.version, pkg.sha256 or "")
+    return dict(vetted().pure_python_env.get(key, {}))
 
 
 def backend_package(platform: Platform) -> LockedPackage:
@@ -119,7 +138,8 @@ def build_wheel(archive: Path, pkg: LockedPackage, backend: Path, out: Path) -> 
     from envfactory.cache.wheelinstall import check_metadata
     from envfactory.solve.pypi import compiled_sources, uv_binary
 
-    compiled = compiled_sources(archive)
+    switch = pure_python_env(pkg)  # a vetted sdist whose C sources are optional
+    compiled = [] if switch else compiled_sources(archive)
     if compiled:
         shown = ", ".join(c.split("/", 1)[-1] for c in compiled[:3])
         more = f" and {len(compiled) - 3} more" if len(compiled) > 3 else ""
@@ -147,7 +167,7 @@ def build_wheel(archive: Path, pkg: LockedPackage, backend: Path, out: Path) -> 
                 text=True,
                 timeout=BUILD_TIMEOUT_S,
                 check=False,
-                env=_environment(private),
+                env={**_environment(private), **switch},
                 cwd=private,
             )
         except subprocess.TimeoutExpired:
@@ -164,9 +184,30 @@ def build_wheel(archive: Path, pkg: LockedPackage, backend: Path, out: Path) -> 
                 "folder holding it (--pip-index)",
             )
         check_metadata(built[0], pkg)
+        if switch:
+            _check_pure_python(built[0], pkg)
         out.mkdir(parents=True, exist_ok=True)
         target = out / built[0].name
         shutil.move(str(built[0]), target)
         return target
     finally:
         shutil.rmtree(private, ignore_errors=True)
+
+
+def _check_pure_python(wheel: Path, pkg: LockedPackage) -> None:
+    """A wheel built with an sdist's pure-Python switch holds no compiled code: tags
+    ``*-none-any`` and no extension module or library among its members."""
+    import zipfile
+
+    from packaging.utils import parse_wheel_filename
+
+    tags = parse_wheel_filename(wheel.name)[3]
+    with zipfile.ZipFile(wheel) as zf:
+        binaries = [n for n in zf.namelist() if n.endswith((".so", ".pyd", ".dll", ".dylib"))]
+    if binaries or any(t.abi != "none" or t.platform != "any" for t in tags):
+        raise ToolError(
+            f"building {pkg.name} {pkg.version} without its C sources gave {wheel.name}"
+            + (f" with {', '.join(binaries[:3])}" if binaries else ""),
+            "its pure-Python switch (envfactory/data/vetted-sdists.yaml) no longer works; "
+            "build its wheel yourself and create from a folder holding it (--pip-index)",
+        )

@@ -95,6 +95,7 @@ def update_environment(
             cache_progress=cache_progress,
             allow_build=allow_build,
             seed=seed,
+            contents=lock,
         )
     except UnsafePackage as exc:
         if "after linking" not in exc.message:

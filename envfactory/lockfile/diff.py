@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple
 
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
-from envfactory.lockfile.models import LockedPackage, dependency_name
+from envfactory.lockfile.models import LOCK_FILE, LockedPackage, dependency_name
 
 ChangeKind = Literal["added", "removed", "changed"]
 Mark = Literal["pinned", "requested", ""]
@@ -199,14 +199,13 @@ def side_from_revision(path: Path, revision: str) -> LockSide:
     if text is None:
         return LockSide(f"{label} (not in {revision})", {}, {}, exists=False)
     with tempfile.TemporaryDirectory(prefix="envfactory-diff-") as tmp:
-        copy = Path(tmp) / "conda-lock.yml"
+        copy = Path(tmp) / LOCK_FILE
         copy.write_text(text, encoding="utf-8")
         return _side_from_lock(copy, label, shown=label)
 
 
 def _side_from_lock(path: Path, label: str, shown: str | None = None) -> LockSide:
     from envfactory.lockfile.read import read_lock
-    from envfactory.lockfile.record import LockMetadata
 
     try:
         contents = read_lock(path)
@@ -219,8 +218,7 @@ def _side_from_lock(path: Path, label: str, shown: str | None = None) -> LockSid
     by_platform: dict[Platform, list[LockedPackage]] = {p: [] for p in contents.platforms}
     for pkg in contents.packages:
         by_platform.setdefault(pkg.platform, []).append(pkg)
-    meta = LockMetadata.from_custom_metadata(contents.custom_metadata, where=label)
-    return side_from_packages(label, by_platform, meta.inputs)
+    return side_from_packages(label, by_platform, contents.metadata.inputs)
 
 
 def marks_of(inputs: Mapping[str, Any]) -> dict[str, Mark]:

@@ -23,6 +23,10 @@ swaps credentials that equal an environment variable's value for ``${VARIABLE}``
 Then every string that reaches a file name, a download, pip's requirements file or conda's state
 file is validated (``_validated``, with ``envfactory.untrusted``). Whatever is wrong is a
 ``UserInputError`` naming the file and the entry.
+
+Every reader of a lock (``create``, ``update``, ``verify``, ``mirror``, ``kernel``, ``diff``,
+``audit``, ``lock --check``) gets a ``LockFile`` (``models.py``) whose ``metadata``, envfactory's
+record, was parsed here, once; ``write.py`` writes what this module reads.
 """
 
 from __future__ import annotations
@@ -30,36 +34,22 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import Any, NamedTuple, cast
 from urllib.parse import unquote
 
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
-from envfactory.lockfile.models import LockedPackage, dependency_name
-
-if TYPE_CHECKING:
-    from envfactory.lockfile.record import LockMetadata
-
-LOCK_HINT = (
-    "regenerate it with 'envfactory lock' (a lock from a pull request is untrusted input; "
-    "see docs/security.md)"
-)
+from envfactory.lockfile.models import LOCK_HINT, LockedPackage, LockFile, dependency_name
+from envfactory.lockfile.record import LockMetadata
 
 
-class LockContents(NamedTuple):
-    packages: tuple[LockedPackage, ...]
-    platforms: tuple[Platform, ...]
-    channels: tuple[str, ...]
-    content_hash: Mapping[str, str]
-    custom_metadata: Mapping[str, str]
-
-
-def read_lock(path: Path, memo: Path | None = None) -> LockContents:
+def read_lock(path: Path, memo: Path | None = None, *, text: str | None = None) -> LockFile:
     """Read a conda-lock file (v1 or v2), its YAML bounded (``yamlio.load_plain``), and
     validate every string that later reaches a file name, a download, pip's requirements file or
     conda's state file (``_validated``). ``memo``: a directory where the parsed document is kept
-    by the sha256 of the file's text (``load_document``); the checks below run every time."""
-    content = load_document(path, memo)
+    by the sha256 of the file's text (``load_document``); the checks below run every time.
+    ``text``: the file's text as the caller has read it already (``lock --check``)."""
+    content = load_document(path, memo) if text is None else _parse_yaml(path, text)
     version = content.pop("version", None)
     if version == 1 and not isinstance(version, bool):
         fmt = 1
@@ -77,11 +67,12 @@ def read_lock(path: Path, memo: Path | None = None) -> LockContents:
     return _validated(lock, path)
 
 
-def read_lock_for_review(path: Path) -> tuple[LockContents, list[LockedPackage]]:
+def read_lock_for_review(path: Path, header: LockHeader) -> tuple[LockFile, list[LockedPackage]]:
     """``read_lock`` for ``lock --check``, which reports rather than refuses: the lock, and the
-    packages no recorded spec reaches (``unreachable``), which ``read_lock`` refuses."""
+    packages no recorded spec reaches (``unreachable``), which ``read_lock`` refuses. The text
+    is the one ``header`` was read from: the check judges one version of the file."""
     try:
-        return read_lock(path), []
+        return read_lock(path, text=header.text), []
     except Unreachable as exc:
         return exc.lock, exc.stray
 
@@ -493,7 +484,7 @@ def toposort(data: Mapping[str, set[str]]) -> list[str]:
 # What envfactory requires beyond conda-lock: every string safe where it goes.
 
 
-def _validated(lock: Document, path: Path) -> LockContents:
+def _validated(lock: Document, path: Path) -> LockFile:
     from envfactory import untrusted
 
     for platform in lock.platforms:
@@ -503,8 +494,7 @@ def _validated(lock: Document, path: Path) -> LockContents:
         problem = untrusted.channel_problem(channel)
         if problem:
             raise UserInputError(f"{path}: channel {channel!r}: {problem}", LOCK_HINT)
-    custom = dict(lock.custom_metadata or {})
-    meta = _check_custom_metadata(custom, path)
+    meta = _record(lock.custom_metadata, str(path))
     packages = []
     for index, dep in enumerate(lock.package):
         pkg = _package(dep)
@@ -519,12 +509,12 @@ def _validated(lock: Document, path: Path) -> LockContents:
     collision = case_collision(packages)
     if collision:
         raise UserInputError(f"{path}: {collision}", LOCK_HINT)
-    contents = LockContents(
+    contents = LockFile(
         packages=tuple(packages),
         platforms=tuple(cast(Platform, p) for p in lock.platforms),
         channels=lock.channels,
         content_hash=dict(lock.content_hash),
-        custom_metadata=custom,
+        metadata=meta,
     )
     # a lock made before envfactory recorded pip dependencies (no packages_sha256, no pip
     # package with any) has none: its pip packages count as required (lock --check calls such
@@ -539,7 +529,7 @@ def _validated(lock: Document, path: Path) -> LockContents:
 class Unreachable(UserInputError):
     """A lock names packages that none of its recorded specs requires."""
 
-    def __init__(self, message: str, lock: LockContents, stray: list[LockedPackage]) -> None:
+    def __init__(self, message: str, lock: LockFile, stray: list[LockedPackage]) -> None:
         super().__init__(
             message,
             "a package nothing requires was added to the lock by hand (an sdist there would "
@@ -610,14 +600,11 @@ def _package_problem(pkg: LockedPackage, platforms: Sequence[str]) -> str | None
     return None
 
 
-def _check_custom_metadata(custom: Mapping[str, str], path: Path) -> LockMetadata:
-    """envfactory's record in the lock, read the way create, mirror, kernel and --check read it
-    (``LockMetadata``: its JSON parses), then held to where its values go
-    (``lockmeta.check_record``, which ``lock --check`` applies too)."""
-    from envfactory.lockfile.record import LockMetadata, check_record
-
-    meta = LockMetadata.from_custom_metadata(custom, where=str(path))
-    check_record(meta, str(path))
+def _record(custom: Mapping[str, str] | None, where: str) -> LockMetadata:
+    """envfactory's record in the lock, parsed once (``LockMetadata``: its JSON parses), then
+    held to where its values go (``check_record``)."""
+    meta = LockMetadata.from_custom_metadata(custom, where=where)
+    check_record(meta, where)
     return meta
 
 
@@ -727,3 +714,117 @@ def _build_from_url(url: str, manager: str) -> str:
         return ""
     stem = url.rsplit("/", 1)[-1].removesuffix(".tar.bz2").removesuffix(".conda")
     return stem.rsplit("-", 2)[-1]
+
+
+# --------------------------------------------------------------------------------------------
+# The metadata block alone: ``lock --check`` reads only it (libyaml, stopping before the package
+# list) when the package list's digest shows the list is the one the lock was written with.
+
+
+class LockHeader(NamedTuple):
+    """The metadata block of a conda-lock.yml: its platforms and envfactory's record, and the
+    ``file_digest`` of the text outside the block (``package_block``)."""
+
+    platforms: tuple[str, ...]
+    metadata: LockMetadata
+    packages_digest: str | None = None
+    #: the file's text, for the rest of the read when it is needed (``read_lock_for_review``)
+    text: str = ""
+
+
+def read_lock_header(path: Path) -> LockHeader:
+    """Read ``path``'s ``metadata`` block only: the package list, most of the file, is never
+    parsed (create, verify and mirror, which use it, validate it), and conda-lock (~0.5 s to
+    import) is not imported. What is read is validated as ``read_lock`` validates it."""
+    from envfactory import untrusted
+    from envfactory.errors import CatalogError
+    from envfactory.fsio import read_text
+    from envfactory.lockfile.record import file_digest, package_block
+    from envfactory.yamlio import load_yaml_keys
+
+    where = str(path)
+    try:
+        text = read_text(path, "the lockfile", LOCK_HINT)
+    except OSError as exc:
+        raise UserInputError(f"cannot read {where}: {exc.strerror}", LOCK_HINT) from None
+    if not text.strip():
+        raise UserInputError(f"{where} is empty", LOCK_HINT)
+    try:
+        top = load_yaml_keys(where, text, ("metadata",), LOCK_HINT)
+    except CatalogError as exc:
+        raise UserInputError(exc.message, exc.hint) from None
+    block = top.get("metadata") if top is not None else None
+    if top is None or not isinstance(block, dict):
+        raise UserInputError(
+            f"{where} is not a conda-lock file: it has no 'metadata' mapping", LOCK_HINT
+        )
+    line = top.key_line("metadata")
+    platforms = block.get("platforms")
+    if not isinstance(platforms, list) or not all(isinstance(p, str) for p in platforms):
+        raise UserInputError(
+            f"{where}:{line}: metadata.platforms is not a list of names", LOCK_HINT
+        )
+    for platform in platforms:
+        if platform not in untrusted.KNOWN_SUBDIRS or platform == "noarch":
+            raise UserInputError(f"{where}: unknown platform {platform!r}", LOCK_HINT)
+    custom = block.get("custom_metadata") or {}
+    if not isinstance(custom, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in custom.items()
+    ):
+        raise UserInputError(
+            f"{where}:{line}: metadata.custom_metadata does not map names to strings", LOCK_HINT
+        )
+    meta = _record(custom, where)
+    block = package_block(text)
+    digest = None if block is None else file_digest(block.encode("utf-8"))
+    return LockHeader(tuple(platforms), meta, digest, text)
+
+
+def check_record(meta: LockMetadata, where: str) -> None:
+    """envfactory's record, held to where its values go: names are plain names, channel URLs
+    are one-line http(s)/file URLs, and project variables can be carried by conda's activators
+    (``untrusted.check_state_variables``, as the manifest reader does)."""
+    from envfactory import untrusted
+
+    for label, name in (("combo", meta.combo), ("environment", meta.environment)):
+        if name is not None and not untrusted.PLAIN_NAME.fullmatch(name):
+            raise UserInputError(
+                f"{where}: the lock's {label} {name!r} is not a plain name", LOCK_HINT
+            )
+    for channel, url in meta.channels.items():
+        problem = untrusted.channel_problem(url)
+        if problem:
+            raise UserInputError(
+                f"{where}: the lock's channel {channel} ({url!r}): {problem}", LOCK_HINT
+            )
+    untrusted.check_state_variables(meta.variables, f"{where}: the lock's variables")
+
+
+# --------------------------------------------------------------------------------------------
+# The explicit files of a lock set (``write.explicit_text``), for ``lock --check``'s comparison
+# with conda-lock.yml's package list.
+
+# (manager, name) -> what identifies the file: URL and hashes
+Listed = dict[tuple[str, str], tuple[str, str]]
+
+
+def conda_key(filename: str) -> str:
+    """The package name of a conda archive's file name (``name-version-build.conda``)."""
+    stem = filename.removesuffix(".tar.bz2").removesuffix(".conda")
+    return stem.rsplit("-", 2)[0]
+
+
+def explicit_entries(text: str) -> Listed:
+    """An explicit file as ``write.explicit_text`` writes it: ``URL#md5`` lines and
+    ``# pip NAME @ URL#sha256=HASH`` comments."""
+    out: Listed = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("# pip ") and " @ " in line:
+            name, _, rest = line.removeprefix("# pip ").partition(" @ ")
+            url, _, digest = rest.partition("#sha256=")
+            out[("pip", name.strip())] = (url, digest)
+        elif line and not line.startswith(("#", "@")):
+            url, _, digest = line.partition("#")
+            out[("conda", conda_key(url.rsplit("/", 1)[-1]))] = (url, digest)
+    return out

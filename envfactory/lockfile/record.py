@@ -2,9 +2,10 @@
 
 conda-lock gives a lock one flat ``custom_metadata`` mapping of strings. envfactory keeps its
 record there under ``envfactory.*`` keys (structured values as JSON), and this module is the only
-place that knows the keys: :class:`LockMetadata` is written with :meth:`to_custom_metadata` and read
-back with :meth:`from_custom_metadata`, by ``lock``, ``lock --check``, ``create``, ``mirror`` and
-``kernel`` alike.
+place that knows the keys: :class:`LockMetadata` is written with :meth:`to_custom_metadata`
+(``write.lock_text``) and read back with :meth:`from_custom_metadata` inside the read
+(``read.read_lock``, ``read.read_lock_header``), once: every command gets it as
+``LockFile.metadata``.
 
 Versions of the record: a lock without ``envfactory.metadata_version`` was written by envfactory
 0.1 and is read as version 1 (the same keys). A newer version than this module knows is refused
@@ -20,7 +21,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from envfactory.catalog.platforms import PLATFORMS, Platform
-from envfactory.errors import CatalogError, UserInputError
+from envfactory.errors import UserInputError
 
 METADATA_VERSION = 1
 PREFIX = "envfactory."
@@ -162,22 +163,8 @@ def _pairs(text: str) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------
-# Reading a lock's record without conda-lock: ``lock --check`` reads only the metadata block
-# (libyaml, stopping before the package list) and hashes the files of the set.
-
-LOCK_HINT = (
-    "regenerate it with 'envfactory lock' (a lock from a pull request is untrusted input; "
-    "see docs/security.md)"
-)
-
-
-class LockHeader(NamedTuple):
-    """The metadata block of a conda-lock.yml: its platforms and envfactory's record, and the
-    ``file_digest`` of the text outside the block (``package_block``)."""
-
-    platforms: tuple[str, ...]
-    metadata: LockMetadata
-    packages_digest: str | None = None
+# The digests the record keeps of the lock set: ``lock --check`` reads only the metadata block
+# (``read.read_lock_header``) and hashes the files of the set.
 
 
 def package_block(text: str) -> str | None:
@@ -196,73 +183,6 @@ def package_block(text: str) -> str | None:
         if not inside:
             out.append(line)
     return "".join(out) if found else None
-
-
-def read_lock_header(path: Path) -> LockHeader:
-    """Read ``path``'s ``metadata`` block only: the package list, most of the file, is never
-    parsed (create, verify and mirror, which use it, validate it), and conda-lock (~0.5 s to
-    import) is not imported. What is read is validated as ``read_lock`` validates it."""
-    from envfactory import untrusted
-    from envfactory.fsio import read_text
-    from envfactory.yamlio import load_yaml_keys
-
-    where = str(path)
-    try:
-        text = read_text(path, "the lockfile", LOCK_HINT)
-    except OSError as exc:
-        raise UserInputError(f"cannot read {where}: {exc.strerror}", LOCK_HINT) from None
-    if not text.strip():
-        raise UserInputError(f"{where} is empty", LOCK_HINT)
-    try:
-        top = load_yaml_keys(where, text, ("metadata",), LOCK_HINT)
-    except CatalogError as exc:
-        raise UserInputError(exc.message, exc.hint) from None
-    block = top.get("metadata") if top is not None else None
-    if top is None or not isinstance(block, dict):
-        raise UserInputError(
-            f"{where} is not a conda-lock file: it has no 'metadata' mapping", LOCK_HINT
-        )
-    line = top.key_line("metadata")
-    platforms = block.get("platforms")
-    if not isinstance(platforms, list) or not all(isinstance(p, str) for p in platforms):
-        raise UserInputError(
-            f"{where}:{line}: metadata.platforms is not a list of names", LOCK_HINT
-        )
-    for platform in platforms:
-        if platform not in untrusted.KNOWN_SUBDIRS or platform == "noarch":
-            raise UserInputError(f"{where}: unknown platform {platform!r}", LOCK_HINT)
-    custom = block.get("custom_metadata") or {}
-    if not isinstance(custom, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in custom.items()
-    ):
-        raise UserInputError(
-            f"{where}:{line}: metadata.custom_metadata does not map names to strings", LOCK_HINT
-        )
-    meta = LockMetadata.from_custom_metadata(custom, where=where)
-    check_record(meta, where)
-    block = package_block(text)
-    digest = None if block is None else file_digest(block.encode("utf-8"))
-    return LockHeader(tuple(platforms), meta, digest)
-
-
-def check_record(meta: LockMetadata, where: str) -> None:
-    """envfactory's record, held to where its values go: names are plain names, channel URLs
-    are one-line http(s)/file URLs, and project variables can be carried by conda's activators
-    (``untrusted.check_state_variables``, as the manifest reader does)."""
-    from envfactory import untrusted
-
-    for label, name in (("combo", meta.combo), ("environment", meta.environment)):
-        if name is not None and not untrusted.PLAIN_NAME.fullmatch(name):
-            raise UserInputError(
-                f"{where}: the lock's {label} {name!r} is not a plain name", LOCK_HINT
-            )
-    for channel, url in meta.channels.items():
-        problem = untrusted.channel_problem(url)
-        if problem:
-            raise UserInputError(
-                f"{where}: the lock's channel {channel} ({url!r}): {problem}", LOCK_HINT
-            )
-    untrusted.check_state_variables(meta.variables, f"{where}: the lock's variables")
 
 
 def file_digest(data: bytes) -> str:

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from envfactory.errors import UserInputError, nearest
+from envfactory.lockfile.models import LOCK_FILE
 
 if TYPE_CHECKING:
     from envfactory.project.manifest import Project
 
-LOCK_FILE = "conda-lock.yml"
 PROJECT_FILE = "envfactory.yaml"  # manifest.PROJECT_FILE (tests/test_cli_imports.py)
 TargetKind = Literal["project environment", "combo", "lockfile"]
 

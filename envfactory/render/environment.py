@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from envfactory import __version__
-from envfactory.activation.plan import activation_scripts
+from envfactory.activation.plan import ActivationPlan, activation_scripts, plan_files
 from envfactory.activation.templating import render_template
 from envfactory.catalog.model import (
     PLATFORMS,
@@ -249,10 +249,12 @@ def render_combo(
     additions: Additions = NO_ADDITIONS,
     regenerate: str | None = None,
     resolved: Mapping[Platform, EnvironmentSpec] | None = None,
+    plans: Mapping[Platform, ActivationPlan] | None = None,
 ) -> list[RenderedFile]:
     """The environment files, the virtual-package file and the activation scripts of ``combo``
     (plus a project environment's ``additions``; ``regenerate`` overrides the command written
-    into the headers; ``resolved``: specs already resolved by the caller, e.g. a LockRequest's).
+    into the headers; ``resolved`` and ``plans``: specs and activation plans already made by
+    the caller, e.g. a LockRequest's inputs).
 
     One ``environment.yml`` when every covered platform gets the same pins, otherwise one
     ``environment.<platform>.yml`` per platform. The file names depend on the combo, not on
@@ -292,7 +294,9 @@ def render_combo(
     # The activation scripts, for users who install with plain conda or micromamba: copy
     # activation/<platform>/etc into the environment's prefix.
     for platform in selected:
-        for script in activation_scripts(combo, platform):
+        plan = (plans or {}).get(platform)
+        scripts = plan_files(plan) if plan is not None else activation_scripts(combo, platform)
+        for script in scripts:
             files.append(
                 RenderedFile(f"{ACTIVATION_DIR}/{platform}/{script.relpath}", script.content)
             )

@@ -12,7 +12,6 @@ and records exactly the inputs it always did.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -20,20 +19,17 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any
 
 from envfactory import __version__
-from envfactory.activation.plan import plan_for
-from envfactory.catalog.model import PLATFORMS, Combo, Constraint, Platform
+from envfactory.catalog.model import PLATFORMS, Combo, Platform
 from envfactory.errors import ToolError, UserInputError
-from envfactory.fsio import RenderedFile, atomic_write_many
-from envfactory.lockfile.models import LockedPackage
-from envfactory.lockfile.record import (
-    LockMetadata,
-    file_digest,
-    package_block,
-)
+from envfactory.fsio import RenderedFile
+from envfactory.lockfile.models import LOCK_FILE, LockedPackage
+from envfactory.lockfile.record import LockMetadata, file_digest
+from envfactory.lockfile.write import explicit_name, explicit_text, lock_text, write_lock_set
 from envfactory.progress import Progress
 from envfactory.render.environment import (
     NO_ADDITIONS,
@@ -51,21 +47,36 @@ from envfactory.solve.checks import (
     refuse,
     solver_hint,
 )
-from envfactory.untrusted import redact, redact_url
+from envfactory.solve.inputs import (
+    INPUTS_FORMAT,
+    PlatformInputs,
+    SolverKind,
+    inputs_hash,
+    platform_inputs,
+)
+from envfactory.untrusted import redact_url
 
 if TYPE_CHECKING:
     from envfactory.solve.pypi import PipTarget
 
-SolverKind = Literal["rattler", "conda-lock"]
+__all__ = [
+    "INPUTS_FORMAT",
+    "LOCK_FILE",
+    "SOLVERS",
+    "LockRequest",
+    "LockResult",
+    "PlatformInputs",
+    "SolverKind",
+    "explicit_name",
+    "inputs_hash",
+    "lock_combo",
+    "pip_target",
+    "read_virtual_spec",
+    "solve_platform",
+    "write_lock_set",
+]
+
 SOLVERS: tuple[SolverKind, ...] = ("rattler", "conda-lock")
-
-LOCK_FILE = "conda-lock.yml"
-# Bump when the meaning of the recorded inputs changes, so older locks read as stale.
-INPUTS_FORMAT = "2"  # 2: companion constraints recorded
-
-
-def explicit_name(platform: Platform) -> str:
-    return f"conda-{platform}.lock"
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,24 @@ class LockRequest:
         """The lock's name: the project environment's, else the combo's (``locks/<name>/``)."""
         return self.additions.environment or self.combo.name
 
+    @cached_property
+    def inputs(self) -> Mapping[Platform, PlatformInputs]:
+        """Every platform's inputs, resolved once (the first time they are needed: a GPU combo
+        given virtual packages without ``__cuda`` is refused here)."""
+        return {
+            p: platform_inputs(
+                self.combo,
+                p,
+                self.spec(p),
+                channel_map=self.channel_map,
+                solver=self.solver,
+                virtual_packages=self.virtual_packages.get(p),
+                pip_index=self.pip_index,
+                additions=self.additions,
+            )
+            for p in self.platforms
+        }
+
     def spec(self, platform: Platform) -> EnvironmentSpec:
         """The combo's own spec: what the post-solve checks hold the solution to."""
         resolved = self.specs.get(platform)
@@ -125,53 +154,31 @@ class LockRequest:
             return environment_spec(self.combo, platform, self.python)
         return resolved
 
-    def channels(self, platform: Platform) -> tuple[str, ...]:
-        """The combo's channels, then the ones the project environment adds."""
-        return tuple(dict.fromkeys((*self.spec(platform).channels, *self.additions.channels)))
-
-    def pip_requirements(self, platform: Platform) -> list[str]:
-        return [*self.spec(platform).pip_requirements(), *self.additions.pip]
-
-    def constraints(self, platform: Platform) -> tuple[Constraint, ...]:
-        """The combo's companion constraints on ``platform``, applied to both sides."""
-        return self.combo.constraints_for(platform)
-
-    def conda_constraints(self, platform: Platform) -> list[str]:
-        return [c.conda_spec for c in self.constraints(platform)]
-
-    def virtual(self, platform: Platform) -> dict[str, str]:
-        """The virtual packages the solve assumes: the combo's unless overridden. A GPU combo
-        without ``__cuda`` is refused: its lock would silently become a CPU lock."""
-        chosen = dict(self.virtual_packages.get(platform) or self.spec(platform).virtual_packages)
-        if "__cuda" not in chosen:
-            raise UserInputError(
-                f"the virtual packages for {self.combo.name} on {platform} lack __cuda "
-                f"(got: {', '.join(sorted(chosen)) or 'none'})",
-                f"{self.combo.name} is a GPU combo: give __cuda (its CUDA is "
-                f"{self.combo.cuda.value}) or drop --virtual-package-spec to use the combo's own",
-            )
-        return dict(sorted(chosen.items()))
+    def records(self) -> dict[Platform, dict[str, Any]]:
+        """Every platform's ``PlatformInputs.record()``: what the lock records."""
+        return {p: self.inputs[p].record() for p in self.platforms}
 
     def regenerate(self, full: bool = False) -> str:
         """The command that makes this lock again. The short form (written into the lock files)
         names the combo and what differs from its defaults; ``full`` adds every option that
         changes the lock and lives outside the catalog and envfactory.yaml: the channel map of
         the channels in use and the pip index (``lock --check`` prints it)."""
-        base = self._regenerate_base()
+        base = self._regenerate_base
         if not full:
             return base
         import shlex
 
-        used = dict.fromkeys(c for p in self.platforms for c in self.channels(p))
+        used = dict.fromkeys(c for p in self.platforms for c in self.inputs[p].channels)
         extra = [
             f"--channel-map {shlex.quote(f'{name}={redact_url(self.channel_map.overrides[name])}')}"
             for name in used
             if name in self.channel_map.overrides
         ]
-        if self.pip_index is not None and any(self.pip_requirements(p) for p in self.platforms):
+        if self.pip_index is not None and any(self.inputs[p].pip for p in self.platforms):
             extra.append(f"--pip-index {shlex.quote(redact_url(self.pip_index))}")
         return " ".join([base, *extra])
 
+    @cached_property
     def _regenerate_base(self) -> str:
         if not self.additions.empty:
             # Platforms and python come from envfactory.yaml, so the name is the whole command.
@@ -192,7 +199,7 @@ class LockRequest:
         (for no-solution hints)."""
         from envfactory.lockfile.models import dependency_name
 
-        spec = self.spec(platform)
+        inputs = self.inputs[platform]
         out: dict[str, list[str]] = {}
 
         def add(text: str, whose: str) -> None:
@@ -205,55 +212,13 @@ class LockRequest:
             else "--python"
         )
         add(f"python={self.python}", python_whose)
-        for pin in spec.conda:
+        for pin in inputs.spec.conda:
             add(pin.qualified_spec, f"{self.combo.name}'s pin, sources: {', '.join(pin.sources)}")
         for text in self.additions.conda:
             add(text, f"added by envfactory.yaml ({self.name})")
-        for c in self.constraints(platform):
+        for c in inputs.constraints:
             add(c.conda_spec, f"companion constraint, sources: {', '.join(c.sources)}")
         return out
-
-    def combined_specs(self, platform: Platform) -> list[str]:
-        """The combo's conda specs with the additions before ``pip`` (added when only the
-        additions bring pip requirements)."""
-        specs = [s for s in self.spec(platform).conda_specs() if s != "pip"]
-        specs += self.additions.conda
-        if self.pip_requirements(platform):
-            specs.append("pip")
-        return specs
-
-    def conda_specs(self, platform: Platform) -> list[str]:
-        """The spec strings with channel prefixes pointed through the channel map."""
-        out = []
-        for text in self.combined_specs(platform):
-            channel, sep, rest = text.partition("::")
-            out.append(f"{self.channel_map.url(channel)}::{rest}" if sep else text)
-        return out
-
-    def inputs(self, platform: Platform) -> dict[str, object]:
-        """Everything the lock of ``platform`` depends on, as canonical JSON-able data; URLs
-        without their credentials (``untrusted.redact_url``): the lock is committed."""
-        pip = self.pip_requirements(platform)
-        inputs: dict[str, object] = {
-            "format": INPUTS_FORMAT,
-            "combo": self.combo.name,
-            "python": self.python,
-            "conda": [redact(s) for s in self.conda_specs(platform)],
-            "pip": pip,
-            "channels": _public(self.channel_map.describe(self.channels(platform))),
-            "virtual_packages": self.virtual(platform),
-            "constraints": [c.requirement for c in self.constraints(platform)],
-            "solver": self.solver,
-            "pip_index": redact_url(self.pip_index) if pip and self.pip_index else None,
-        }
-        if not self.additions.empty:
-            inputs["environment"] = self.additions.environment
-            inputs["variables"] = dict(sorted(self.additions.variables.items()))
-        return inputs
-
-
-def _public(urls: Mapping[str, str]) -> dict[str, str]:
-    return {name: redact_url(url) for name, url in urls.items()}
 
 
 def read_virtual_spec(path: Path) -> dict[Platform, dict[str, str]]:
@@ -281,10 +246,6 @@ def read_virtual_spec(path: Path) -> dict[Platform, dict[str, str]]:
     return out
 
 
-def inputs_hash(inputs: object) -> str:
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
-
-
 @dataclass(frozen=True)
 class LockResult:
     directory: Path
@@ -305,16 +266,16 @@ def solve_platform(
     inputs allow."""
     from envfactory.solve import rattler_adapter
 
-    spec = request.spec(platform)
-    vpkgs = dict(virtual) if virtual is not None else request.virtual(platform)
-    channels = request.channel_map.urls(request.channels(platform))
+    inputs = request.inputs[platform]
+    vpkgs = dict(virtual) if virtual is not None else dict(inputs.virtual_packages)
+    channels = list(inputs.channel_urls)
     try:
         packages = rattler_adapter.solve(
-            request.conda_specs(platform),
+            list(inputs.conda),
             channels,
             platform,
             vpkgs,
-            constraints=request.conda_constraints(platform),
+            constraints=inputs.conda_constraints,
             preferred=preferred,
         )
     except rattler_adapter.Unsatisfiable as exc:
@@ -324,7 +285,7 @@ def solve_platform(
             f"no solution for {request.name} on {platform}:\n{_plain(exc.explanation)}",
             solver_hint(exc.explanation, vpkgs, offered, request.spec_origins(platform)),
         ) from None
-    problems = check_solution(spec, packages, rattler_adapter.matches)
+    problems = check_solution(inputs.spec, packages, rattler_adapter.matches)
     if problems:
         raise refuse(request.name, platform, problems)
     return packages
@@ -344,18 +305,18 @@ def pip_target(
 ) -> PipTarget | None:
     """What uv resolves for ``platform`` (None without pip requirements): lock's, and the
     base of ``lock --check --resolve``'s pinned re-resolution (lockreview)."""
-    requirements = request.pip_requirements(platform)
-    if not requirements:
+    inputs = request.inputs[platform]
+    if not inputs.pip:
         return None
     from envfactory.solve.pypi import PipTarget
 
     return PipTarget(
-        requirements=tuple(requirements),
+        requirements=inputs.pip,
         platform=platform,
         python=request.python,
-        glibc=request.virtual(platform).get("__glibc"),
+        glibc=inputs.virtual_packages.get("__glibc"),
         conda_packages=tuple(conda),
-        constraints=request.constraints(platform),
+        constraints=inputs.constraints,
         index=request.pip_index,
         preferences=tuple((p.name, p.version) for p in preferred if p.manager == "pip"),
     )
@@ -398,12 +359,13 @@ def _pip_packages(
         if platform not in results:
             continue
         packages = results[platform]
+        inputs = request.inputs[platform]
         problems = check_solution(
-            request.spec(platform),
+            inputs.spec,
             [*conda[platform], *packages],
             _matches(),
             with_pip=True,
-            requested=[_requirement_name(r) for r in request.pip_requirements(platform)],
+            requested=[_requirement_name(r) for r in inputs.pip],
         )
         if problems:
             raise refuse(request.name, platform, problems)
@@ -420,12 +382,15 @@ def _pip_locked(target: PipTarget) -> list[LockedPackage]:
 
 
 def _rendered_inputs(request: LockRequest) -> list[RenderedFile]:
+    plans = {p: request.inputs[p].activation for p in request.platforms}
+    specs = {p: request.inputs[p].spec for p in request.platforms}
     if request.additions.empty:
         return render_combo(
             request.combo,
             platforms=list(request.platforms),
             python=request.python,
-            resolved=request.specs,
+            resolved=specs,
+            plans=plans,
         )
     return render_combo(
         request.combo,
@@ -433,7 +398,8 @@ def _rendered_inputs(request: LockRequest) -> list[RenderedFile]:
         python=request.python,
         additions=request.additions,
         regenerate=request.regenerate(),
-        resolved=request.specs,
+        resolved=specs,
+        plans=plans,
     )
 
 
@@ -463,11 +429,11 @@ def lock_combo(
     conda: dict[Platform, list[LockedPackage]] = {}
     seconds: dict[Platform, float] = {}
     for platform in request.platforms:
-        say(f"{platform}: solving {' '.join(request.combined_specs(platform))}")
+        say(f"{platform}: solving {' '.join(request.inputs[platform].requested)}")
         start = time.perf_counter()
         if request.solver == "conda-lock":
             conda[platform] = _solve_with_conda_lock(request, platform, rendered)
-            problems = check_solution(request.spec(platform), conda[platform], _matches())
+            problems = check_solution(request.inputs[platform].spec, conda[platform], _matches())
             if problems:
                 raise refuse(request.name, platform, problems)
         else:
@@ -496,35 +462,23 @@ def lock_combo(
     )
 
 
-def write_lock_set(directory: Path, files: Sequence[tuple[str, str]]) -> list[Path]:
-    """Write a lock's files (relative path, text) into ``directory`` as one unit: every file is
-    complete on disk before the first rename, and conda-lock.yml, which records the digests of
-    the others, is renamed last. Killed half way, the set reads as stale under ``--check``
-    (conda-lock.yml still vouches for the old files); the temporaries a kill leaves are removed by
-    the next write."""
-    ordered = [f for f in files if f[0] != LOCK_FILE] + [f for f in files if f[0] == LOCK_FILE]
-    items = [(directory / name, text) for name, text in ordered]
-    atomic_write_many(items)
-    return [path for path, _ in items]
-
-
 def _solve_with_conda_lock(
     request: LockRequest, platform: Platform, rendered: Sequence[RenderedFile]
 ) -> list[LockedPackage]:
-    from envfactory.lockfile import condalock_adapter
+    from envfactory.solve import condalock_cli
 
+    inputs = request.inputs[platform]
     with tempfile.TemporaryDirectory(prefix="envfactory-render-") as tmp:
         _write_inputs(rendered, Path(tmp))
         vp = Path(tmp) / VIRTUAL_PACKAGES_FILE
         if request.virtual_packages:
-            vp.write_text(
-                json.dumps({"subdirs": {platform: {"packages": request.virtual(platform)}}})
-            )
-        return condalock_adapter.solve_with_cli(
+            subdirs = {platform: {"packages": dict(inputs.virtual_packages)}}
+            vp.write_text(json.dumps({"subdirs": subdirs}))
+        return condalock_cli.solve_with_cli(
             Path(tmp) / _env_file_of(rendered, platform),
             vp,
             platform,
-            request.channel_map.urls(request.channels(platform)),
+            inputs.channel_urls,
             dict(os.environ),
         )
 
@@ -562,86 +516,48 @@ def _lock_files(
     # set that a killed ``lock`` left half replaced reads as stale under ``--check``.
     others = [(f.relpath, f.content) for f in rendered]
     others += [
-        (explicit_name(p), render_explicit(request, p, solved[p], content_hash[p]))
+        (
+            explicit_name(p),
+            explicit_text(
+                solved[p],
+                name=request.name,
+                regenerate=request.regenerate(),
+                platform=p,
+                input_hash=content_hash[p],
+            ),
+        )
         for p in request.platforms
     ]
-    channel_names = list(dict.fromkeys(c for p in request.platforms for c in request.channels(p)))
+    inputs = request.inputs
+    names = list(dict.fromkeys(c for p in request.platforms for c in inputs[p].channels))
+    urls = request.channel_map.urls(names)
     solver = (
         rattler_adapter.solver_name()
         if request.solver == "rattler"
         else "conda-lock (conda-lock lock CLI)"
     )
+    records = request.records()
     metadata = LockMetadata(
         combo=request.combo.name,
         python=request.python,
         envfactory_version=__version__,
         regenerate=request.regenerate(),
         solver=solver,
-        channels=_public(request.channel_map.describe(channel_names)),
-        inputs_sha256=inputs_hash({p: request.inputs(p) for p in request.platforms}),
-        inputs={p: request.inputs(p) for p in request.platforms},
-        virtual_packages={p: request.virtual(p) for p in request.platforms},
+        channels={name: redact_url(url) for name, url in zip(names, urls, strict=True)},
+        inputs_sha256=inputs_hash(records),
+        inputs=records,
+        virtual_packages={p: inputs[p].virtual_packages for p in request.platforms},
         environment=None if request.additions.empty else request.name,
         variables=dict(request.additions.variables),
         files={name: file_digest(text.encode("utf-8")) for name, text in others},
-        activation={p: plan_for(request.combo, p).runtime() for p in request.platforms},
+        activation={p: inputs[p].activation.runtime() for p in request.platforms},
     )
-    packages = [pkg for p in request.platforms for pkg in solved[p]]
-    sources = sorted({_env_file_of(rendered, p) for p in request.platforms})
-
-    def render(meta: LockMetadata) -> str:
-        return condalock_adapter.render_lock(
-            packages,
-            platforms=request.platforms,
-            channels=[redact_url(u) for u in request.channel_map.urls(channel_names)],
-            sources=sources,
-            content_hash=content_hash,
-            custom_metadata=meta.to_custom_metadata(),
-        )
-
-    # written twice: the digest of the package list goes into the metadata above it
-    block = package_block(render(metadata)) or ""
-    lock_text = render(metadata._replace(packages_sha256=file_digest(block.encode("utf-8"))))
-    return [*others, (LOCK_FILE, lock_text)]
-
-
-def topological(packages: Sequence[LockedPackage]) -> list[LockedPackage]:
-    """Dependencies before dependants, ties broken by name: a stable install order."""
-    from envfactory.lockfile.models import dependency_name
-
-    by_name = {p.name: p for p in packages}
-    done: set[str] = set()
-    order: list[LockedPackage] = []
-
-    def visit(name: str, stack: frozenset[str]) -> None:
-        if name in done or name in stack or name not in by_name:
-            return
-        for dep in sorted(dependency_name(d) for d in by_name[name].depends):
-            visit(dep, stack | {name})
-        done.add(name)
-        order.append(by_name[name])
-
-    for name in sorted(by_name):
-        visit(name, frozenset())
-    return order
-
-
-def render_explicit(
-    request: LockRequest, platform: Platform, packages: Sequence[LockedPackage], input_hash: str
-) -> str:
-    """An ``@EXPLICIT`` file for ``conda create --file``: URLs with ``#md5`` (``#sha256:`` when
-    only a sha256 is known), pip wheels as ``# pip`` comments like conda-lock writes them."""
-    lines = [
-        f"# Generated by envfactory {__version__}: explicit lock of {request.name} for {platform}.",
-        f"# Regenerate: {request.regenerate()}",
-        f"# platform: {platform}",
-        f"# input_hash: {input_hash}",
-        "@EXPLICIT",
-    ]
-    conda = [p for p in packages if p.manager == "conda"]
-    for pkg in topological(conda):
-        digest = pkg.md5 or (f"sha256:{pkg.sha256}" if pkg.sha256 else "")
-        lines.append(f"{pkg.url}#{digest}" if digest else pkg.url)
-    for pkg in sorted((p for p in packages if p.manager == "pip"), key=lambda p: p.name):
-        lines.append(f"# pip {pkg.name} @ {pkg.url}#sha256={pkg.sha256}")
-    return "\n".join(lines) + "\n"
+    lock = lock_text(
+        [pkg for p in request.platforms for pkg in solved[p]],
+        platforms=request.platforms,
+        channels=[redact_url(u) for u in urls],
+        sources=sorted({_env_file_of(rendered, p) for p in request.platforms}),
+        content_hash=content_hash,
+        metadata=metadata,
+    )
+    return [*others, (LOCK_FILE, lock)]

@@ -23,24 +23,26 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from envfactory.catalog.platforms import Platform
-from envfactory.lockfile.models import LockedPackage
-from envfactory.lockfile.record import read_lock_header, stale_files
-from envfactory.solve.lock import LOCK_FILE, LockRequest, explicit_name, inputs_hash, pip_target
+from envfactory.lockfile.models import LOCK_FILE, LockedPackage, LockFile
+from envfactory.lockfile.read import (
+    Listed,
+    LockHeader,
+    conda_key,
+    explicit_entries,
+    read_lock_header,
+)
+from envfactory.lockfile.record import stale_files
+from envfactory.lockfile.write import explicit_name
+from envfactory.solve.inputs import inputs_hash
+from envfactory.solve.lock import LockRequest, pip_target
 from envfactory.untrusted import redact_url, safe_text
-
-if TYPE_CHECKING:
-    from envfactory.lockfile.read import LockContents
-
-# (manager, name) -> what identifies the file: URL and hashes
-Listed = dict[tuple[str, str], tuple[str, str]]
 
 
 def hand_edits(
-    path: Path, directory: Path, explicit: Mapping[Platform, tuple[str, str]]
-) -> tuple[LockContents, list[str]]:
+    path: Path, header: LockHeader, directory: Path, explicit: Mapping[Platform, tuple[str, str]]
+) -> tuple[LockFile, list[str]]:
     """The lock at ``path`` and what in its package list no lock run wrote: packages nothing
     requires, and differences from the explicit files (``explicit``: platform -> the file's
     name and recorded digest; a file that does not match its digest is not compared, the
@@ -48,7 +50,7 @@ def hand_edits(
     from envfactory.lockfile.read import describe_package, read_lock_for_review
     from envfactory.lockfile.record import file_digest
 
-    lock, stray = read_lock_for_review(path)
+    lock, stray = read_lock_for_review(path, header)
     reasons = [
         f"{p.platform}: {describe_package(p)} is in the package list, but no spec the lock "
         "records requires it (added by hand?)"
@@ -64,7 +66,7 @@ def hand_edits(
         if not name or file_digest(data) != digest:
             continue
         listed = _from_yml(p for p in lock.packages if p.platform == platform)
-        reasons += _differences(platform, name, listed, _from_explicit(text))
+        reasons += _differences(platform, name, listed, explicit_entries(text))
     return lock, reasons
 
 
@@ -72,31 +74,10 @@ def _from_yml(packages: Iterable[LockedPackage]) -> Listed:
     out: Listed = {}
     for p in packages:
         digest = (p.md5 or f"sha256:{p.sha256}") if p.manager == "conda" else f"{p.sha256}"
-        out[(p.manager, _conda_key(p.filename) if p.manager == "conda" else p.name)] = (
+        out[(p.manager, conda_key(p.filename) if p.manager == "conda" else p.name)] = (
             p.url,
             digest,
         )
-    return out
-
-
-def _conda_key(filename: str) -> str:
-    stem = filename.removesuffix(".tar.bz2").removesuffix(".conda")
-    return stem.rsplit("-", 2)[0]
-
-
-def _from_explicit(text: str) -> Listed:
-    """An explicit file as ``lock.render_explicit`` writes it: ``URL#md5`` lines and
-    ``# pip NAME @ URL#sha256=HASH`` comments."""
-    out: Listed = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("# pip ") and " @ " in line:
-            name, _, rest = line.removeprefix("# pip ").partition(" @ ")
-            url, _, digest = rest.partition("#sha256=")
-            out[("pip", name.strip())] = (url, digest)
-        elif line and not line.startswith(("#", "@")):
-            url, _, digest = line.partition("#")
-            out[("conda", _conda_key(url.rsplit("/", 1)[-1]))] = (url, digest)
     return out
 
 
@@ -127,7 +108,7 @@ def _differences(platform: str, name: str, yml: Listed, explicit: Listed) -> lis
 # --resolve
 
 
-def resolve_differences(request: LockRequest, lock: LockContents) -> list[str]:
+def resolve_differences(request: LockRequest, lock: LockFile) -> list[str]:
     """Solve ``request`` again, every locked version and build a constraint (so a genuine lock
     comes back unchanged even when the channels have newer packages, and a package nothing
     requires is not brought back), and list every difference from ``lock``: a package added,
@@ -141,13 +122,14 @@ def resolve_differences(request: LockRequest, lock: LockContents) -> list[str]:
         locked = [p for p in lock.packages if p.platform == platform]
         conda = [p for p in locked if p.manager == "conda"]
         pins = [f"{p.name}=={p.version}={p.build}" for p in conda]
+        inputs = request.inputs[platform]
         try:
             fresh = rattler_adapter.solve(
-                request.conda_specs(platform),
-                request.channel_map.urls(request.channels(platform)),
+                list(inputs.conda),
+                list(inputs.channel_urls),
                 platform,
-                request.virtual(platform),
-                constraints=[*request.conda_constraints(platform), *pins],
+                dict(inputs.virtual_packages),
+                constraints=[*inputs.conda_constraints, *pins],
             )
         except rattler_adapter.Unsatisfiable as exc:
             first = str(exc).strip().splitlines()[:6]
@@ -268,18 +250,20 @@ def check_lock(request: LockRequest, directory: Path, *, resolve: bool = False) 
             f"the lock covers {', '.join(header.platforms)}, "
             f"the request {', '.join(request.platforms)}"
         )
-    current_inputs = {p: request.inputs(p) for p in request.platforms}
+    # the current inputs in the form the lock records them (PlatformInputs.record)
+    current_inputs = request.records()
     for platform in request.platforms:
         recorded = meta.inputs.get(platform)
         if recorded is None:
             reasons.append(f"{platform}: the lock records no envfactory inputs")
             continue
-        current = json.loads(json.dumps(current_inputs[platform]))
-        for key in sorted(set(recorded) | set(current)):
-            if recorded.get(key) != current.get(key):
-                reasons.append(
-                    f"{platform}: {key} changed: {_change(recorded.get(key), current.get(key))}"
-                )
+        current = current_inputs[platform]
+        if recorded != current:
+            reasons += [
+                f"{platform}: {key} changed: {_change(recorded.get(key), current.get(key))}"
+                for key in sorted(set(recorded) | set(current))
+                if recorded.get(key) != current.get(key)
+            ]
         if meta.files and explicit_name(platform) not in meta.files:
             reasons.append(f"{platform}: the lock records no {explicit_name(platform)}")
     if not meta.files:
@@ -300,7 +284,7 @@ def check_lock(request: LockRequest, directory: Path, *, resolve: bool = False) 
         for p in request.platforms
         if explicit_name(p) in meta.files
     }
-    lock, edits = hand_edits(path, directory, explicit)
+    lock, edits = hand_edits(path, header, directory, explicit)
     if not listed and not edits:
         edits = [
             "the package list is not the one this lock was written with (edited by hand?)"

@@ -11,6 +11,12 @@ name, URL, sha256 (as the index lists them) and, read from the real file's metad
 range requests, else an sdist's ``PKG-INFO``), Requires-Python and Requires-Dist.
 Name targets to re-capture only those (``capture_reports.py tf23-cuda101-win-64``); the default is
 all of them.
+
+Two sets: ``TARGETS`` (hand-made, with what their test channel's conda side provides; one wheel
+folder is built from all of them, tests/conftest.py ``test_channels``) written here, and every
+other combo and platform with a pip route (``catalog_targets``: default Python, the route's glibc,
+nothing provided but python and pip) written to ``catalog/``, one wheel folder each
+(tests/test_mirror_combos.py). The ``catalog/`` reports were captured on 2026-12-03.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pathlib import Path
 import requests
 
 from envfactory.catalog.loader import load_catalog
+from envfactory.render.environment import environment_spec
 from envfactory.solve.pypi import PipTarget, lock_target
 
 HERE = Path(__file__).parent
@@ -55,6 +62,27 @@ TARGETS = {
         ("setuptools==65.5.1", "wheel==0.38.4"),
     ),
 }
+
+
+Target = tuple[str, "str | tuple[str, ...]", str, str, tuple[str, ...]]
+
+
+def catalog_targets() -> dict[str, Target]:
+    """Every other combo and platform whose route has a pip side, with its default Python and
+    nothing provided by the conda side but python and pip (the stub channel of
+    ``channel_builder.catalog_packages`` brings no Python library): the reports the
+    every-combo mirror test (tests/test_mirror_combos.py) locks against."""
+    from envfactory.render.environment import environment_spec
+
+    out: dict[str, Target] = {}
+    for combo in load_catalog().combos.values():
+        for platform in combo.platforms:
+            spec = environment_spec(combo, platform)
+            key = f"{combo.name}-{platform}"
+            if spec.pip and key not in TARGETS:
+                out[key] = (combo.name, tuple(spec.pip_requirements()), platform, spec.python, ())
+    return out
+
 
 _session = requests.Session()
 
@@ -118,14 +146,16 @@ def metadata_text(url: str) -> str:
 
 
 def capture(key: str) -> dict[str, object]:
-    combo_name, requirement, platform, python, provided = TARGETS[key]
+    combo_name, requirement, platform, python, provided = {**TARGETS, **catalog_targets()}[key]
     combo = load_catalog().combo(combo_name)
+    requirements = (requirement,) if isinstance(requirement, str) else tuple(requirement)
+    virtual = environment_spec(combo, platform).virtual_packages  # type: ignore[arg-type]
     target = PipTarget(
-        requirements=(requirement, *provided),
+        requirements=(*requirements, *provided),
         platform=platform,  # type: ignore[arg-type]
         python=python,
-        glibc="2.17" if platform == "linux-64" else None,
-        constraints=combo.constraints,
+        glibc=virtual.get("__glibc"),
+        constraints=combo.constraints_for(platform),  # type: ignore[arg-type]
     )
     files = []
     for pkg in lock_target(target):
@@ -142,7 +172,7 @@ def capture(key: str) -> dict[str, object]:
             }
         )
     return {
-        "requirement": requirement,
+        "requirement": requirement if isinstance(requirement, str) else list(requirement),
         "platform": platform,
         "python": python,
         "constraint": "\n".join(provided),
@@ -152,8 +182,13 @@ def capture(key: str) -> dict[str, object]:
 
 
 def main(keys: list[str]) -> None:
-    for key in keys or list(TARGETS):
-        (HERE / f"{key}.json").write_text(json.dumps(capture(key), indent=1) + "\n")
+    """The hand-made targets' reports go to this folder (one shared wheel folder is built from
+    them); the catalog's to ``catalog/`` (one wheel folder per combo and platform)."""
+    for key in keys or [*TARGETS, *catalog_targets()]:
+        folder = HERE if key in TARGETS else HERE / "catalog"
+        folder.mkdir(exist_ok=True)
+        (folder / f"{key}.json").write_text(json.dumps(capture(key), indent=1) + "\n")
+        print(key, flush=True)
 
 
 if __name__ == "__main__":
