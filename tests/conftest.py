@@ -111,15 +111,8 @@ def tf114_lock(test_channels: dict[str, Path], tmp_path_factory: pytest.TempPath
 def _package_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """No test reads or fills the user's package cache (create's, mirror's): one per session,
     inherited by the subprocesses tests start."""
-    saved = {k: os.environ.get(k) for k in ("ENVFACTORY_PKGS_DIRS", "CONDA_PKGS_DIRS")}
-    os.environ["ENVFACTORY_PKGS_DIRS"] = str(tmp_path_factory.mktemp("pkgs"))
-    os.environ.pop("CONDA_PKGS_DIRS", None)
-    yield
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    pkgs = str(tmp_path_factory.mktemp("pkgs"))
+    yield from _environment({"ENVFACTORY_PKGS_DIRS": pkgs, "CONDA_PKGS_DIRS": None})
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -129,30 +122,33 @@ def _no_pip_configuration() -> Iterator[None]:
     (this one's is file:///opt/pypi/simple) would put its files into the tests' locks. pip's
     own switch (PIP_CONFIG_FILE=os.devnull: no configuration file is read); the tests of these
     settings write their own pip.conf."""
-    keys = ("PIP_CONFIG_FILE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")
-    saved = {k: os.environ.get(k) for k in keys}
-    for key in keys[1:]:
-        os.environ.pop(key, None)
-    os.environ["PIP_CONFIG_FILE"] = os.devnull
-    yield
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    yield from _environment(
+        {"PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": None, "PIP_EXTRA_INDEX_URL": None}
+    )
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _no_registering() -> Iterator[None]:
     """No test adds its environments to the user's ~/.conda/environments.txt (conda's own
     switch, CONDA_REGISTER_ENVS); the tests of registering set HOME and turn it on."""
-    saved = os.environ.get("CONDA_REGISTER_ENVS")
-    os.environ["CONDA_REGISTER_ENVS"] = "false"
+    yield from _environment({"CONDA_REGISTER_ENVS": "false"})
+
+
+def _environment(values: dict[str, str | None]) -> Iterator[None]:
+    """The session's process environment with ``values`` set (None: removed), inherited by the
+    subprocesses tests start; restored afterwards."""
+    saved = {key: os.environ.get(key) for key in values}
+    _set_environment(values)
     yield
-    if saved is None:
-        os.environ.pop("CONDA_REGISTER_ENVS", None)
-    else:
-        os.environ["CONDA_REGISTER_ENVS"] = saved
+    _set_environment(saved)
+
+
+def _set_environment(values: dict[str, str | None]) -> None:
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 # --- wine: one prefix per session, and a real Windows Python to run in it ---------------------
