@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from goldenfiles import Goldens
 
 if TYPE_CHECKING:
     from shells.wine import WinePrefix
@@ -18,13 +19,52 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--update-goldens",
         action="store_true",
         default=False,
-        help="Rewrite the golden files under tests/goldens/ from the current output.",
+        help="Rewrite the golden files (tests/goldens/, locks/) that differ from the current "
+        "output; each test that rewrote one fails, so such a run is never green.",
     )
 
 
+_GOLDENS = pytest.StashKey[Goldens]()
+
+# Fixtures that need wine or an outside host: a test using one must carry the marker, so that a
+# bare `pytest` (which leaves out slow, network and wine: pyproject.toml) runs offline without wine.
+NEEDS_MARKERS = {
+    "wine": ("wine",),  # conftest's wine prefix, and test_hostile_state_values' own
+    "windows_python": ("network",),  # downloaded from PyPI once
+    "pypi_files": ("network",),  # test_pipside: a real sdist and wheel from PyPI
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuses a test that uses a fixture of NEEDS_MARKERS without its markers."""
+    for item in items:
+        for fixture in getattr(item, "fixturenames", ()):
+            missing = [m for m in NEEDS_MARKERS.get(fixture, ()) if not item.get_closest_marker(m)]
+            if missing:
+                raise pytest.UsageError(
+                    f"error: {item.nodeid} uses the fixture {fixture!r} but is not marked "
+                    f"{', '.join(missing)}\nhint: add @pytest.mark.{missing[0]} (or a "
+                    "module-level pytestmark); a bare pytest must run offline and without wine"
+                )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_GOLDENS] = Goldens(update=bool(config.getoption("--update-goldens")))
+
+
 @pytest.fixture
-def update_goldens(request: pytest.FixtureRequest) -> bool:
-    return bool(request.config.getoption("--update-goldens"))
+def goldens(request: pytest.FixtureRequest) -> Goldens:
+    """The one golden-file check (tests/goldenfiles.py)."""
+    return request.config.stash[_GOLDENS]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The files an --update-goldens run rewrote, listed again at the end in red."""
+    rewritten = terminalreporter.config.stash[_GOLDENS].rewritten
+    if rewritten:
+        terminalreporter.section("golden files rewritten by --update-goldens", red=True)
+        for path in rewritten:
+            terminalreporter.line(str(path))
 
 
 # --- lock / create / verify: local channels built once per session (tests/channel_builder.py) ---
@@ -62,33 +102,17 @@ def test_channels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def tf114_lock(test_channels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tf114-cuda100 locked for every platform against the test channels (read-only: copy it
     to edit it), shared by the create and pip-side tests."""
-    from envfactory.catalog.loader import load_catalog
-    from envfactory.solve.channels import ChannelMap
-    from envfactory.solve.lock import LockRequest, lock_combo
+    from factories import lock_file
 
-    directory = tmp_path_factory.mktemp("locks") / "tf114-cuda100"
-    req = LockRequest.for_combo(
-        load_catalog().combo("tf114-cuda100"),
-        channel_map=ChannelMap({"defaults": test_channels["defaults"].as_uri()}),
-        pip_index=str(test_channels["wheels"]),
-    )
-    lock_combo(req, directory)
-    return directory / "conda-lock.yml"
+    return lock_file(test_channels, "tf114-cuda100", tmp_path_factory.mktemp("locks") / "tf114")
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _package_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """No test reads or fills the user's package cache (create's, mirror's): one per session,
     inherited by the subprocesses tests start."""
-    saved = {k: os.environ.get(k) for k in ("ENVFACTORY_PKGS_DIRS", "CONDA_PKGS_DIRS")}
-    os.environ["ENVFACTORY_PKGS_DIRS"] = str(tmp_path_factory.mktemp("pkgs"))
-    os.environ.pop("CONDA_PKGS_DIRS", None)
-    yield
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    pkgs = str(tmp_path_factory.mktemp("pkgs"))
+    yield from _environment({"ENVFACTORY_PKGS_DIRS": pkgs, "CONDA_PKGS_DIRS": None})
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -98,30 +122,33 @@ def _no_pip_configuration() -> Iterator[None]:
     (this one's is file:///opt/pypi/simple) would put its files into the tests' locks. pip's
     own switch (PIP_CONFIG_FILE=os.devnull: no configuration file is read); the tests of these
     settings write their own pip.conf."""
-    keys = ("PIP_CONFIG_FILE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")
-    saved = {k: os.environ.get(k) for k in keys}
-    for key in keys[1:]:
-        os.environ.pop(key, None)
-    os.environ["PIP_CONFIG_FILE"] = os.devnull
-    yield
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    yield from _environment(
+        {"PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": None, "PIP_EXTRA_INDEX_URL": None}
+    )
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _no_registering() -> Iterator[None]:
     """No test adds its environments to the user's ~/.conda/environments.txt (conda's own
     switch, CONDA_REGISTER_ENVS); the tests of registering set HOME and turn it on."""
-    saved = os.environ.get("CONDA_REGISTER_ENVS")
-    os.environ["CONDA_REGISTER_ENVS"] = "false"
+    yield from _environment({"CONDA_REGISTER_ENVS": "false"})
+
+
+def _environment(values: dict[str, str | None]) -> Iterator[None]:
+    """The session's process environment with ``values`` set (None: removed), inherited by the
+    subprocesses tests start; restored afterwards."""
+    saved = {key: os.environ.get(key) for key in values}
+    _set_environment(values)
     yield
-    if saved is None:
-        os.environ.pop("CONDA_REGISTER_ENVS", None)
-    else:
-        os.environ["CONDA_REGISTER_ENVS"] = saved
+    _set_environment(saved)
+
+
+def _set_environment(values: dict[str, str | None]) -> None:
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 # --- wine: one prefix per session, and a real Windows Python to run in it ---------------------

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
+from factories import created_env
 from shells import winpython
 from shells.conda_win import CondaCmd
 from shells.harness import Snap, Step
@@ -29,19 +30,14 @@ from shells.wine import WinePrefix, run_cmd_sessions, win_path
 from test_activation_conda_cmd import conda_block
 
 from envfactory.activation.plan import (
-    CORE_RELPATH,
     STATE_PREFIX,
     ActivationPlan,
     is_foreign_cuda,
     plan_for,
-    plan_relpath,
     script_relpath,
 )
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import Combo, Platform
-from envfactory.install.create import create_environment
-from envfactory.solve.channels import ChannelMap
-from envfactory.solve.lock import LockRequest, lock_combo
 
 pytestmark = [pytest.mark.wine, pytest.mark.network]
 
@@ -95,25 +91,10 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def envs(test_channels: dict[str, Path], root: Path, windows_python: Path) -> dict[str, Env]:
     """The win-64 locks of tf114-cuda100 and tf23-cuda101, each created (prefixes with a
     space)."""
-    channels = ChannelMap({k: test_channels[k].as_uri() for k in ("defaults", "conda-forge")})
     out = {}
     for name in (TF1, TF2):
         combo = load_catalog().combo(name)
-        request = LockRequest.for_combo(
-            combo,
-            platforms=(PLATFORM,),
-            channel_map=channels,
-            pip_index=str(test_channels["wheels"]),
-        )
-        lock_combo(request, root / "locks" / name)
-        prefix = root / "envs" / f"{name} env"
-        create_environment(root / "locks" / name / "conda-lock.yml", prefix, platform=PLATFORM)
-        expected = [CORE_RELPATH, plan_relpath(name)] + [
-            script_relpath(name, phase, "bat") for phase in ("activate", "deactivate")
-        ]
-        missing = [path for path in expected if not (prefix / path).is_file()]
-        if missing:
-            pytest.fail(f"create did not install the activation scripts into {prefix}: {missing}")
+        prefix = created_env(test_channels, name, PLATFORM, root)
         assert (prefix / "conda-meta").is_dir() and (prefix / "python.exe").is_file()
         winpython.install(windows_python, prefix)  # the test channel's python.exe is a stub
         out[name] = Env(prefix, combo, plan_for(combo, PLATFORM))

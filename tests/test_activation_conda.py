@@ -19,7 +19,7 @@ from envfactory.activation import shellquote
 from envfactory.activation.plan import install_activation
 from envfactory.catalog.loader import load_catalog
 
-pytestmark = pytest.mark.shell
+pytestmark = [pytest.mark.shell, pytest.mark.slow]
 CONDA_REAL = Path(__file__).parent / "shells" / "conda_real.py"  # run, never imported here
 CONDABIN = str(Path(sys.prefix) / "condabin")  # conda adds it on the first activation
 START = {

@@ -199,6 +199,7 @@ PLAN_B = plan_for(load_catalog().combo("tf210-cuda112"), "linux-64").runtime()
 RUN = core_runner({"/envs/A": PLAN_A, "/envs/B": PLAN_B}, is_dir)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(path_value, path_value, st.one_of(st.none(), st.text(max_size=5)))
 def test_activate_then_deactivate_gives_the_start_back(
@@ -409,6 +410,7 @@ json_data = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(json_data)
 def test_the_cores_own_json_codec_agrees_with_json(data: Any) -> None:

@@ -160,6 +160,7 @@ def run_conda(env: dict[str, str], *args: str) -> None:
         apply_powershell(env, core.emit_powershell(changes, env), [SET, UNSET])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stack", [False, True], ids=["switch", "stack"])
 def test_conda_powershell_activator_switch_cycle_is_exact(stack: bool, tmp_path: Path) -> None:
     """conda 24.7's PowerShellActivator (on Linux paths: its ':'-joined PATH) drives A, B

@@ -142,6 +142,7 @@ def test_unset_and_empty_lists_come_back_as_they_were(
     assert after == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shell", UNIX_SHELLS)
 @pytest.mark.parametrize("switch", [False, True], ids=["conda-deactivate", "switch"])
 def test_stacked_and_switched_environments(

@@ -12,26 +12,24 @@ from pathlib import Path
 from typing import Literal, cast
 
 import pytest
+from factories import created_env
 from shells.conda_steps import CondaSim
 from shells.harness import SCRIPT_EXT, UNIX_SHELLS, Snap, Step, run_session, shell_env
 from test_activation_shells import link_python
 
 from envfactory.activation.plan import (
     CARRY,
-    CORE_RELPATH,
     STATE_PREFIX,
     ActivationPlan,
     Shell,
     is_foreign_cuda,
     plan_for,
-    plan_relpath,
     script_relpath,
 )
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import Combo, Platform
-from envfactory.install.create import create_environment
-from envfactory.solve.channels import ChannelMap
-from envfactory.solve.lock import LockRequest, lock_combo
+
+pytestmark = pytest.mark.slow  # two environments locked and created, then six shells
 
 PLATFORM: Platform = "linux-64"
 TF1, TF2 = "tf114-cuda100", "tf210-cuda112"
@@ -69,27 +67,10 @@ def envs(
     """Both environments, locked and created by envfactory's own functions (prefixes with a
     space, as under a user's "My Projects" folder)."""
     root = tmp_path_factory.mktemp("side by side")
-    channels = ChannelMap({k: test_channels[k].as_uri() for k in ("defaults", "conda-forge")})
     out = {}
     for name in (TF1, TF2):
         combo = load_catalog().combo(name)
-        request = LockRequest.for_combo(
-            combo,
-            platforms=(PLATFORM,),
-            channel_map=channels,
-            pip_index=str(test_channels["wheels"]),
-        )
-        lock_combo(request, root / "locks" / name)
-        prefix = root / "envs" / f"{name} env"
-        create_environment(root / "locks" / name / "conda-lock.yml", prefix, platform=PLATFORM)
-        expected = [CORE_RELPATH, plan_relpath(name)] + [
-            script_relpath(name, phase, shell)
-            for phase in ("activate", "deactivate")
-            for shell in plan_for(combo, PLATFORM).shells
-        ]
-        missing = [path for path in expected if not (prefix / path).is_file()]
-        if missing:
-            pytest.fail(f"create did not install the activation scripts into {prefix}: {missing}")
+        prefix = created_env(test_channels, name, PLATFORM, root)
         # the test channel's python is a stub without an interpreter: the host's stands in
         (prefix / "bin" / "python").unlink(missing_ok=True)
         link_python(prefix)

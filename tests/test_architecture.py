@@ -196,13 +196,14 @@ def test_no_folder_is_named_build() -> None:
     assert [p for p in PACKAGE.rglob("build") if p.is_dir()] == []
 
 
-def test_only_the_lockfile_stage_imports_conda_lock() -> None:
+def outside_imports(roots: tuple[str, ...], home: str) -> list[str]:
+    """``module:line imports name`` for each import (lazy ones too) of a top-level package in
+    ``roots`` by a module outside ``home`` (a module or a package prefix)."""
     outside = []
     for path in MODULES:
-        if module_name(path).startswith("envfactory.lockfile"):
+        if module_name(path) == home or module_name(path).startswith(home + "."):
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
             elif isinstance(node, ast.Import):
@@ -210,11 +211,23 @@ def test_only_the_lockfile_stage_imports_conda_lock() -> None:
             else:
                 continue
             outside += [
-                f"{module_name(path)}:{node.lineno}"
+                f"{module_name(path)}:{node.lineno} imports {n}"
                 for n in names
-                if n.split(".")[0] == "conda_lock"
+                if n.split(".")[0] in roots
             ]
-    assert outside == []
+    return outside
+
+
+def test_only_the_lockfile_stage_imports_conda_lock() -> None:
+    assert outside_imports(("conda_lock",), "envfactory.lockfile") == []
+
+
+def test_the_import_finder_sees_an_import_outside_its_home() -> None:
+    """Not vacuous: the CLI imports typer, and it is found from any other home."""
+    assert any(line.startswith("envfactory.cli") for line in outside_imports(("typer",), "x"))
+    assert not any(
+        line.startswith("envfactory.cli") for line in outside_imports(("typer",), "envfactory.cli")
+    )
 
 
 # --- a host-neutral core ---------------------------------------------------------------------
@@ -297,20 +310,4 @@ def test_the_host_check_sees_a_planted_import(tmp_path: Path) -> None:
 def test_only_yamlio_parses_yaml() -> None:
     """One YAML reading layer, one typing rule: PyYAML and ruamel are imported only by
     ``envfactory/yamlio.py`` (lazy imports count)."""
-    outside = []
-    for path in MODULES:
-        if module_name(path) == "envfactory.yamlio":
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            else:
-                continue
-            outside += [
-                f"{module_name(path)}:{node.lineno} imports {n}"
-                for n in names
-                if n.split(".")[0] in ("yaml", "ruamel", "_ruamel_yaml")
-            ]
-    assert outside == []
+    assert outside_imports(("yaml", "ruamel", "_ruamel_yaml"), "envfactory.yamlio") == []

@@ -37,6 +37,7 @@ def research_toolkit(version: str, release: str) -> dict[str, Any]:
 TOOLKITS = sorted(load_catalog().toolkits)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", TOOLKITS)
 def test_toolkit_minimum_drivers_are_nvidias(version: str) -> None:
     """The driver each toolkit ships with, per OS, as NVIDIA's release notes table says."""
@@ -46,6 +47,7 @@ def test_toolkit_minimum_drivers_are_nvidias(version: str) -> None:
     assert toolkit.driver["windows"] == str(row["windows_min_driver"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", TOOLKITS)
 def test_toolkit_architecture_range_is_the_researched_one(version: str) -> None:
     toolkit = load_catalog().toolkits[version]
@@ -136,18 +138,9 @@ def test_an_uncovered_platform_says_why_in_the_catalogs_words() -> None:
 
 
 def _fix(combo: str, gpu: str, driver: str | None) -> tuple[str, str, str | None, str | None]:
-    from envfactory.catalog.gpus import resolve_gpu
-    from envfactory.diagnose.compat import parse_driver
+    from test_compat import compat_of
 
-    catalog = load_catalog()
-    model = resolve_gpu(gpu).model
-    result = check(
-        catalog,
-        catalog.combo(combo),
-        GpuSpec(model.cc, model.name),
-        "linux-64",
-        parse_driver(driver) if driver else None,
-    )
+    result = compat_of(combo, gpu, "linux-64", driver)
     assert result.fix is not None
     return result.verdict, result.fix.text, result.fix.combo, result.fix.driver
 

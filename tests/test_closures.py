@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from factories import lock_request
 
 import envfactory
 from envfactory.catalog.loader import load_catalog, load_catalog_from
@@ -102,10 +103,8 @@ def test_no_solution_hint_names_the_versions_offered_and_whose_spec_excludes_the
 
 
 def test_constraints_are_lock_inputs(test_channels: dict[str, Path], tmp_path: Path) -> None:
-    cmap = ChannelMap({k: test_channels[k].as_uri() for k in ("defaults", "conda-forge")})
-    combo = load_catalog().combo("tf114-cuda100")
-    request = LockRequest.for_combo(
-        combo, platforms=("linux-64",), channel_map=cmap, pip_index=str(test_channels["wheels"])
+    request = lock_request(
+        test_channels, "tf114-cuda100", platforms=("linux-64",), sources=("defaults", "conda-forge")
     )
     result = lock_combo(request, tmp_path)
     locked = {p.name: p.version for p in result.packages["linux-64"]}

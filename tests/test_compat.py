@@ -12,7 +12,7 @@ import pytest
 from envfactory.catalog.gpus import parse_capability, resolve_gpu
 from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import parse_platform
-from envfactory.diagnose.compat import GpuSpec, check, parse_driver
+from envfactory.diagnose.compat import CompatResult, GpuSpec, check, parse_driver
 from envfactory.errors import UserInputError
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
@@ -48,19 +48,24 @@ TABLE = [
 ]
 
 
+def compat_of(combo: str, gpu: str, platform: str, driver: str | None) -> CompatResult:
+    """compat's answer for catalog combo ``combo`` on the named GPU (and driver, if given)."""
+    catalog = load_catalog()
+    model = resolve_gpu(gpu).model
+    return check(
+        catalog,
+        catalog.combo(combo),
+        GpuSpec(model.cc, model.name),
+        parse_platform(platform),
+        parse_driver(driver) if driver else None,
+    )
+
+
 @pytest.mark.parametrize(("gpu", "combo", "driver", "platform", "verdict"), TABLE)
 def test_verdict_table(
     gpu: str, combo: str, driver: str | None, platform: str, verdict: str
 ) -> None:
-    catalog = load_catalog()
-    model = resolve_gpu(gpu).model
-    result = check(
-        catalog,
-        catalog.combo(combo),
-        GpuSpec(model.cc, model.name),
-        platform,  # type: ignore[arg-type]
-        parse_driver(driver) if driver else None,
-    )
+    result = compat_of(combo, gpu, platform, driver)
     assert result.verdict == verdict, result.reasons
 
 

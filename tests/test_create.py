@@ -102,6 +102,7 @@ def test_existing_prefix_needs_force(tf114_lock: Path, tmp_path: Path) -> None:
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_acceptance_end_to_end(test_channels: dict[str, Path], tmp_path: Path) -> None:
     """render -> lock (linux-64, win-64) -> conda-lock render reads it -> create linux-64 ->
     verify identical -> lock again gives the same bytes -> --check fresh, stale after a pin

@@ -438,6 +438,7 @@ def leftovers(parent: Path, cache: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_interrupted_create_leaves_nothing_and_a_rerun_succeeds(
     big_lock: Path, tmp_path: Path, sig: signal.Signals

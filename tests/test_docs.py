@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
@@ -54,6 +56,7 @@ def quickstart_commands(marker: str = "quickstart-online") -> list[list[str]]:
     return [shlex.split(line) for line in lines if line.startswith("envfactory ")]
 
 
+@pytest.mark.slow
 def test_the_quick_start_runs_as_written(test_channels: dict[str, Path], tmp_path: Path) -> None:
     """The online quick start, against the test channels through the variables an air-gapped
     user sets (the offline one: tests/test_quickstart.py)."""

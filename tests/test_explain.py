@@ -284,6 +284,7 @@ def test_a_huge_line_is_scanned_in_windows() -> None:
     assert all(len(line) <= WINDOW for line in result.problems[0].lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "unit",
     [

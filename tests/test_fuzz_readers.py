@@ -13,34 +13,23 @@ ones; ``ENVFACTORY_FUZZ_EXAMPLES=5000`` runs that many random ones per test inst
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped,unused-ignore]
-from hypothesis import HealthCheck, given, settings
+from factories import FUZZ, lock_file, paths_of
+from hypothesis import given
 from hypothesis import strategies as st
 
 from envfactory import untrusted
-from envfactory.catalog.loader import load_catalog
 from envfactory.errors import UserInputError
 from envfactory.lockfile.read import read_lock
 from envfactory.project.manifest import load_project
-from envfactory.solve.channels import ChannelMap
-from envfactory.solve.lock import LockRequest, lock_combo
-
-# ENVFACTORY_FUZZ_EXAMPLES=N: N random (not derandomized) examples per test, for a longer hunt.
-_LONG = int(os.environ.get("ENVFACTORY_FUZZ_EXAMPLES", "0"))
-FUZZ = settings(
-    max_examples=_LONG or 150,
-    deadline=None,
-    derandomize=not _LONG,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 # Scalars an attacker would try: the characters that matter to shells, files and URLs.
+pytestmark = pytest.mark.slow  # 150 examples a test; the hunt is long by design
+
 NASTY = st.sampled_from(
     ["", "..", "../x", "/etc/passwd", "a\nb", "x' ; touch M; '", "`id`", "$(id)", "%PATH%",
      "file:///x/../y", "http://h/a b", "-r /etc/hostname", "\u201cq\u201d", "\x00", "\\",
@@ -64,18 +53,6 @@ VALUES = st.recursive(
 )
 
 
-def paths_of(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every path to a node of ``doc`` (keys and indices)."""
-    out = [prefix]
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            out += paths_of(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for index, value in enumerate(doc):
-            out += paths_of(value, (*prefix, index))
-    return out
-
-
 def edited(doc: Any, path: tuple[Any, ...], value: Any, remove: bool) -> Any:
     if not path:
         return value
@@ -90,6 +67,15 @@ def edited(doc: Any, path: tuple[Any, ...], value: Any, remove: bool) -> Any:
     return doc
 
 
+def leaves_edited(data: st.DataObject, doc: Any) -> Any:
+    """``doc`` with one to three leaves (or whole subtrees) replaced by drawn values or removed."""
+    for _ in range(data.draw(st.integers(1, 3))):
+        where = data.draw(st.sampled_from(paths_of(doc)))
+        remove = bool(where) and data.draw(st.booleans())
+        doc = edited(doc, where, data.draw(VALUES), remove)
+    return doc
+
+
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz")
@@ -97,14 +83,8 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def lock_doc(test_channels: dict[str, Path], work: Path) -> dict[str, Any]:
-    request = LockRequest.for_combo(
-        load_catalog().combo("tf114-cuda100"),
-        platforms=["linux-64"],
-        channel_map=ChannelMap({"defaults": test_channels["defaults"].as_uri()}),
-        pip_index=str(test_channels["wheels"]),
-    )
-    lock_combo(request, work / "lock")
-    doc: dict[str, Any] = yaml.safe_load((work / "lock" / "conda-lock.yml").read_text())
+    lock = lock_file(test_channels, "tf114-cuda100", work / "lock", platforms=["linux-64"])
+    doc: dict[str, Any] = yaml.safe_load(lock.read_text())
     return doc
 
 
@@ -136,11 +116,7 @@ def test_the_unfuzzed_lock_reads(lock_doc: dict[str, Any], work: Path) -> None:
 def test_lock_with_a_leaf_replaced_or_removed(
     data: st.DataObject, lock_doc: dict[str, Any], work: Path
 ) -> None:
-    doc = lock_doc
-    for _ in range(data.draw(st.integers(1, 3))):
-        where = data.draw(st.sampled_from(paths_of(doc)))
-        remove = bool(where) and data.draw(st.booleans())
-        doc = edited(doc, where, data.draw(VALUES), remove)
+    doc = leaves_edited(data, lock_doc)
     path = work / "leaf.yml"
     path.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
     check_read_lock(path)
@@ -215,11 +191,7 @@ def test_the_unfuzzed_manifest_loads(work: Path) -> None:
 @FUZZ
 @given(data=st.data())
 def test_manifest_with_a_leaf_replaced_or_removed(data: st.DataObject, work: Path) -> None:
-    doc: Any = MANIFEST
-    for _ in range(data.draw(st.integers(1, 3))):
-        where = data.draw(st.sampled_from(paths_of(doc)))
-        remove = bool(where) and data.draw(st.booleans())
-        doc = edited(doc, where, data.draw(VALUES), remove)
+    doc = leaves_edited(data, MANIFEST)
     path = work / "envfactory.yaml"
     path.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
     check_load_project(path)

@@ -525,6 +525,7 @@ def _can_mount() -> bool:
     return os.geteuid() == 0 and shutil.which("mount") is not None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _can_mount(), reason="mounting a small tmpfs needs root")
 @pytest.mark.parametrize("where", ["cache", "prefix"])
 def test_a_full_disk_says_disk_full_with_the_path(tmp_path: Path, where: str) -> None:

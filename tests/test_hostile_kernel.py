@@ -16,6 +16,7 @@ from pathlib import Path
 from string import Template
 
 import pytest
+from factories import created_project
 
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 
@@ -23,18 +24,12 @@ ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 @pytest.fixture(scope="module")
 def created(test_channels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project with a TF1 environment, locked and created (linux-64): its prefix."""
-    root = tmp_path_factory.mktemp("hostile-kernel")
-    (root / "envfactory.yaml").write_text(
+    manifest = (
         "environments:\n  legacy:\n    combo: tf114-cuda100\n    variables: {DATA_DIR: /srv/data}\n"
     )
-    flags = ["--channel-map", f"defaults={test_channels['defaults']}",
-             "--pip-index", str(test_channels["wheels"])]  # fmt: skip
-    for args in (["lock", *flags], ["create", "legacy"]):
-        proc = subprocess.run(
-            [ENVFACTORY, *args], cwd=root, capture_output=True, text=True, timeout=300
-        )
-        assert proc.returncode == 0, proc.stderr
-    return root / "envs" / "legacy"
+    return created_project(
+        test_channels, tmp_path_factory.mktemp("hostile-kernel"), manifest, "legacy"
+    )
 
 
 def kernel(*args: str, data: Path) -> subprocess.CompletedProcess[str]:
@@ -130,6 +125,7 @@ def test_a_prefix_holding_an_argv_field_is_refused(created: Path, tmp_path: Path
     assert not (tmp_path / "jupyter").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("marker", "expected"),
     [

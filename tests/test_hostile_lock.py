@@ -330,6 +330,7 @@ HOSTILE = [
 NOT_READ_BY_CHECK: set[str] = set()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("command", "case"),
     [

@@ -11,6 +11,7 @@ from pathlib import Path
 from string import Template
 
 import pytest
+from factories import created_project
 
 from envfactory.errors import UserInputError
 from envfactory.install.create import create_environment
@@ -23,17 +24,11 @@ ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 def project(test_channels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project with a TF1 environment (variables included), locked and created (linux-64)."""
     root = tmp_path_factory.mktemp("kernel-project")
-    (root / "envfactory.yaml").write_text(
+    manifest = (
         "environments:\n  legacy:\n    combo: tf114-cuda100\n    add: [pandas]\n"
         "    variables: {KERAS_BACKEND: tensorflow}\n"
     )
-    flags = ["--channel-map", f"defaults={test_channels['defaults']}",
-             "--pip-index", str(test_channels["wheels"])]  # fmt: skip
-    for args in (["lock", *flags], ["create", "legacy"]):
-        proc = subprocess.run(
-            [ENVFACTORY, *args], cwd=root, capture_output=True, text=True, timeout=300
-        )
-        assert proc.returncode == 0, proc.stderr
+    created_project(test_channels, root, manifest, "legacy")
     return root
 
 

@@ -18,6 +18,8 @@ import pytest
 from envfactory.catalog.loader import load_catalog
 from envfactory.lockfile.read import read_lock
 
+pytestmark = pytest.mark.slow  # conda-lock's own CLI solves, next to rattler
+
 ENVFACTORY = shutil.which("envfactory", path=str(Path(sys.executable).parent))
 SHIM = Path(__file__).parent / "tools" / "conda_shim.py"
 

@@ -32,6 +32,7 @@ def key_of(path: Path) -> str:
     return f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}-{MEMO_FORMAT}.json"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", LOCKS, ids=lambda p: p.name[:40])
 def test_a_kept_lock_reads_as_its_yaml_reads(path: Path, tmp_path: Path) -> None:
     memo = tmp_path / "memo"

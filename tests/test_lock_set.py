@@ -159,6 +159,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 @posix_only
 def test_kill_9_while_writing_never_leaves_a_set_that_checks_fresh_but_is_mixed(
     two_locks: tuple[tuple[LockRequest, Path], tuple[LockRequest, Path]], tmp_path: Path
@@ -242,6 +243,7 @@ def test_a_lock_of_envfactory_0_1_has_no_digests_and_reads_as_stale(tmp_path: Pa
     assert any("records no digests of its other files" in r for r in reasons), reasons
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("content", "message"),
     [

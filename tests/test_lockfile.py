@@ -13,14 +13,14 @@ refuse them both.
 from __future__ import annotations
 
 import copy
-import os
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped,unused-ignore]
-from hypothesis import HealthCheck, given, settings
+from factories import FUZZ, paths_of
+from hypothesis import given
 from hypothesis import strategies as st
 
 from envfactory.catalog.loader import load_catalog
@@ -242,15 +242,6 @@ def outcome(read: Any, path: Path) -> LockFile | str:
     return contents
 
 
-# ENVFACTORY_FUZZ_EXAMPLES=N: N random (not derandomized) examples, for a longer hunt.
-_LONG = int(os.environ.get("ENVFACTORY_FUZZ_EXAMPLES", "0"))
-FUZZ = settings(
-    max_examples=_LONG or 150,
-    deadline=None,
-    derandomize=not _LONG,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 LEAVES = st.one_of(
     st.none(),
     st.booleans(),
@@ -263,17 +254,6 @@ LEAVES = st.one_of(
 )
 
 
-def paths_of(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            out += paths_of(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for index, value in enumerate(doc):
-            out += paths_of(value, (*prefix, index))
-    return out
-
-
 @pytest.fixture(scope="module")
 def fresh_doc(fresh_lock: Path) -> dict[str, Any]:
     doc: dict[str, Any] = yaml.safe_load(fresh_lock.read_text())
@@ -283,6 +263,7 @@ def fresh_doc(fresh_lock: Path) -> dict[str, Any]:
 seen_outcomes: set[str] = set()
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_a_fuzzed_lock_reads_as_conda_lock_reads_it(
@@ -309,6 +290,7 @@ def test_a_fuzzed_lock_reads_as_conda_lock_reads_it(
         assert ours == theirs
 
 
+@pytest.mark.slow
 def test_the_fuzzing_reached_both_outcomes() -> None:
     """Run after the fuzz test: its edits made locks that both readers read, and locks that
     both refused (a fuzzer whose every lock is refused compares nothing)."""

@@ -37,6 +37,8 @@ from envfactory.lockfile.read import read_lock
 from envfactory.solve.channels import ChannelMap
 from envfactory.solve.lock import LockRequest, lock_combo
 
+pytestmark = pytest.mark.slow  # a lock, a mirror and a create for each combo
+
 ENVFACTORY = str(Path(sys.executable).parent / "envfactory")
 LOCKABLE: list[tuple[str, Platform]] = [
     ("tf114-cuda100", "linux-64"),

@@ -45,57 +45,66 @@ def _start(handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None = N
     return Server(f"{scheme}://127.0.0.1:{httpd.server_address[1]}", handler.seen, httpd)  # type: ignore[attr-defined]
 
 
+def _serving(
+    handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None = None
+) -> Iterator[Server]:
+    server = _start(handler, tls)
+    yield server
+    server.httpd.shutdown()
+    server.httpd.server_close()
+
+
+class _Answering(BaseHTTPRequestHandler):
+    """Records each request's path and answers 200 with ``body``."""
+
+    seen: list[str]
+
+    def body(self) -> bytes:
+        raise NotImplementedError
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        body = self.body()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
 def _origin_handler() -> type[BaseHTTPRequestHandler]:
-    class Origin(BaseHTTPRequestHandler):
+    class Origin(_Answering):
         seen: list[str] = []  # noqa: RUF012 - one list per server, made here
 
-        def do_GET(self) -> None:
-            self.seen.append(self.path)
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(PAYLOAD)))
-            self.end_headers()
-            self.wfile.write(PAYLOAD)
-
-        def log_message(self, *_args: object) -> None:
-            pass
+        def body(self) -> bytes:
+            return PAYLOAD
 
     return Origin
 
 
 def _proxy_handler() -> type[BaseHTTPRequestHandler]:
-    class Proxy(BaseHTTPRequestHandler):
+    class Proxy(_Answering):
         seen: list[str] = []  # noqa: RUF012
 
-        def do_GET(self) -> None:
-            self.seen.append(self.path)  # absolute form: the URL the client wants
+        def body(self) -> bytes:  # self.path is the absolute form: the URL the client wants
             opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
             with opener.open(self.path, timeout=10) as upstream:
-                body = upstream.read()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_args: object) -> None:
-            pass
+                data: bytes = upstream.read()
+            return data
 
     return Proxy
 
 
 @pytest.fixture
 def origin() -> Iterator[Server]:
-    server = _start(_origin_handler())
-    yield server
-    server.httpd.shutdown()
-    server.httpd.server_close()
+    yield from _serving(_origin_handler())
 
 
 @pytest.fixture
 def proxy() -> Iterator[Server]:
-    server = _start(_proxy_handler())
-    yield server
-    server.httpd.shutdown()
-    server.httpd.server_close()
+    yield from _serving(_proxy_handler())
 
 
 @pytest.fixture(scope="module")
@@ -115,10 +124,7 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def tls_origin(certificate: tuple[Path, Path]) -> Iterator[Server]:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(*certificate)
-    server = _start(_origin_handler(), context)
-    yield server
-    server.httpd.shutdown()
-    server.httpd.server_close()
+    yield from _serving(_origin_handler(), context)
 
 
 @pytest.fixture(autouse=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from crafted import Crafted, crafted_lock
+from factories import lock_file
 
 ENVFACTORY = str(Path(sys.executable).with_name("envfactory"))
 SIZE = 300_000  # bytes of each package's one file: several download chunks
@@ -155,24 +156,14 @@ def test_the_pip_files_report_their_bytes_too(
     """create's pip half (26pip's pipside) through the same interface: every wheel once, the
     bytes that came over HTTP, and no per-file lines in the phases."""
     from envfactory.cache.pkgcache import CacheLocation, PackageCache
-    from envfactory.catalog.loader import load_catalog
     from envfactory.install.create import create_environment
-    from envfactory.solve.channels import ChannelMap
-    from envfactory.solve.lock import LockRequest, lock_combo
 
     www = tmp_path / "www"
     shutil.copytree(test_channels["wheels"], www / "wheels")
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(www)))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    request = LockRequest.for_combo(
-        load_catalog().combo("tf114-cuda100"),
-        platforms=["linux-64"],
-        channel_map=ChannelMap({"defaults": test_channels["defaults"].as_uri()}),
-        pip_index=str(test_channels["wheels"]),
-    )
-    lock_combo(request, tmp_path / "locks")
-    lock = tmp_path / "locks" / "conda-lock.yml"
+    lock = lock_file(test_channels, "tf114-cuda100", tmp_path / "locks", platforms=["linux-64"])
     lock.write_text(
         lock.read_text().replace(test_channels["wheels"].resolve().as_uri(), f"{url}/wheels")
     )

@@ -291,6 +291,7 @@ if [ "$start" = "$end" ]; then echo "RESTORED"; else diff <(echo "$start") <(ech
 """
 
 
+@pytest.mark.slow
 def test_example_create_both_offline_then_activate_and_deactivate_in_one_session(
     example: Path,
 ) -> None:

@@ -41,6 +41,7 @@ def offline_env(tmp_path: Path, path: str) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_the_example_channel_is_what_the_builder_writes(
     test_channels: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -95,6 +96,7 @@ def run_offline_quick_start(tmp_path: Path, checkout: Path, env: dict[str, str])
     assert listing.read_text().splitlines() == [str(prefix.resolve())]
 
 
+@pytest.mark.slow
 def test_the_offline_quick_start_runs_as_typed(tmp_path: Path) -> None:
     """In a copy of examples/offline, with envfactory on PATH as the install line leaves it."""
     checkout = tmp_path / "checkout"

@@ -315,6 +315,7 @@ def inode(path: Path) -> int:
     return path.stat().st_ino
 
 
+@pytest.mark.slow
 def test_update_an_environment_in_place(project: Path) -> None:
     created = run("create", "app", cwd=project)
     assert created.returncode == 0, created.stderr

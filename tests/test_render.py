@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from goldenfiles import Goldens
 from ruamel.yaml import YAML
 
 from envfactory.activation.templating import render_template
@@ -13,7 +14,7 @@ from envfactory.catalog.loader import load_catalog
 from envfactory.catalog.model import PLATFORMS, Catalog
 from envfactory.errors import CatalogError
 from envfactory.fsio import RenderedFile
-from envfactory.render.environment import render_combo
+from envfactory.render.environment import render_combo, resolve_python
 
 ROOT = Path(__file__).parent.parent
 GOLDENS = Path(__file__).parent / "goldens" / "render"
@@ -29,28 +30,54 @@ CASES = [
 ]
 
 
-def _check_golden(path: Path, content: str, update: bool) -> None:
-    if update:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content)
-        return
-    assert path.exists(), f"no golden file {path}; run pytest --update-goldens"
-    assert content == path.read_text(), f"{path} differs; run pytest --update-goldens if intended"
+def _default_python(name: str) -> str:
+    combo = CATALOG.combo(name)
+    return resolve_python(combo, [p for p in PLATFORMS if p in combo.platforms], None)
+
+
+def _golden_path(name: str, platform: str, python: str, relpath: str) -> Path:
+    """Each golden file lives in one place: a default-python rendering is the committed file
+    under locks/ (what `envfactory render` writes); another python's is under tests/goldens/."""
+    if python == _default_python(name):
+        return LOCKS / name / relpath
+    return GOLDENS / name / f"{platform}-py{python}.yml"
 
 
 @pytest.mark.parametrize(("name", "platform", "python"), CASES)
-def test_rendering_matches_golden(
-    name: str, platform: str, python: str, update_goldens: bool
-) -> None:
+def test_rendering_matches_golden(name: str, platform: str, python: str, goldens: Goldens) -> None:
     combo = CATALOG.combo(name)
     files = render_combo(combo, platforms=[platform], python=python)  # type: ignore[list-item]
     env = next(f for f in files if f.relpath.startswith("environment"))
-    _check_golden(GOLDENS / name / f"{platform}-py{python}.yml", env.content, update_goldens)
+    goldens.check(_golden_path(name, platform, python, env.relpath), env.content)
 
 
-def test_goldens_cover_every_case_and_nothing_else() -> None:
-    expected = {GOLDENS / n / f"{p}-py{py}.yml" for n, p, py in CASES}
-    assert set(GOLDENS.rglob("*.yml")) == expected
+def test_goldens_cover_every_other_python_and_nothing_else() -> None:
+    expected = {GOLDENS / n / f"{p}-py{py}.yml" for n, p, py in CASES if py != _default_python(n)}
+    assert {p for p in GOLDENS.rglob("*") if p.is_file()} == expected
+
+
+def test_a_differing_golden_fails_and_is_left_as_it_was(tmp_path: Path) -> None:
+    golden = tmp_path / "env.yml"
+    golden.write_bytes(b"old\r\n")
+    with pytest.raises(pytest.fail.Exception, match="differs from the output"):
+        Goldens(update=False).check(golden, "old\n")
+    with pytest.raises(pytest.fail.Exception, match="is missing"):
+        Goldens(update=False).check(tmp_path / "absent.yml", "new\n")
+    assert golden.read_bytes() == b"old\r\n"
+    assert not (tmp_path / "absent.yml").exists()
+
+
+def test_update_goldens_rewrites_a_differing_file_and_still_fails(tmp_path: Path) -> None:
+    """A run with --update-goldens that changed a golden file is never green."""
+    golden, matching = tmp_path / "env.yml", tmp_path / "same.yml"
+    golden.write_text("old\n")
+    matching.write_text("same\n")
+    updating = Goldens(update=True)
+    updating.check(matching, "same\n")  # nothing to rewrite: passes
+    with pytest.raises(pytest.fail.Exception, match=r"--update-goldens rewrote .*env\.yml"):
+        updating.check(golden, "new\r\n")
+    assert golden.read_bytes() == b"new\r\n"
+    assert updating.rewritten == [golden]
 
 
 def _full_render(name: str) -> list[RenderedFile]:
@@ -58,13 +85,11 @@ def _full_render(name: str) -> list[RenderedFile]:
 
 
 @pytest.mark.parametrize("name", sorted(CATALOG.combos))
-def test_committed_locks_are_fresh(name: str) -> None:
+def test_committed_locks_are_fresh(name: str, goldens: Goldens) -> None:
+    """Every rendered file of the combo's default python, byte for byte (the .bat scripts are
+    CRLF on purpose and must stay so); `envfactory render NAME` rewrites them too."""
     for file in _full_render(name):
-        path = LOCKS / name / file.relpath
-        assert path.exists(), f"{path} is missing; run: envfactory render {name}"
-        # bytes, not text: the .bat scripts are CRLF on purpose and must stay so
-        fresh = path.read_bytes() == file.content.encode("utf-8")
-        assert fresh, f"{path} is stale; run: envfactory render {name}"
+        goldens.check(LOCKS / name / file.relpath, file.content)
 
 
 @pytest.mark.parametrize("name", sorted(CATALOG.combos))

@@ -14,25 +14,18 @@ import pytest
 ROOT = Path(__file__).parent.parent
 
 
+def _python_m(*args: str) -> None:
+    """``python -m ARGS`` with this interpreter; fails the test with its output if it fails."""
+    proc = subprocess.run(
+        [sys.executable, "-m", *args], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "build",
-            "--wheel",
-            "--no-isolation",
-            "--outdir",
-            str(out),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    _python_m("build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT))
     (built,) = out.glob("envfactory-*.whl")
     return built
 
@@ -68,23 +61,7 @@ def test_wheel_contains_exactly_package_data_and_templates(wheel: Path) -> None:
 
 def test_installed_wheel_renders_from_its_own_templates(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--target",
-            str(target),
-            str(wheel),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    _python_m("pip", "install", "--quiet", "--no-deps", "--target", str(target), str(wheel))
     code = (
         "import json, envfactory.activation.templating as t; "
         "print(json.dumps([t.__file__, str(t.templates_dir())]))"

@@ -68,28 +68,19 @@ def library_names(combo: Combo, os_name: OperatingSystem) -> tuple[LibraryName, 
     """The CUDA runtime, cuBLAS and cuDNN file names TensorFlow of this combo loads."""
     major, minor = (int(p) for p in combo.cuda.value.split(".")[:2])
     cudnn_major = combo.cudnn.value.split(".")[0]
-    if os_name == "windows":
-        cudart = (
-            f"cudart64_{major}{minor}.dll"
-            if major == 10
-            else ("cudart64_110.dll" if major == 11 else f"cudart64_{major}.dll")
-        )
-        if major == 10:
-            cublas = "cublas64_100.dll" if minor == 0 else "cublas64_10.dll"
-        else:
-            cublas = f"cublas64_{major}.dll"
-        cudnn = f"cudnn64_{cudnn_major}.dll"
-    else:
-        cudart = (
-            f"libcudart.so.{major}.{minor}"
-            if major == 10
-            else ("libcudart.so.11.0" if major == 11 else f"libcudart.so.{major}")
-        )
-        if major == 10:
-            cublas = "libcublas.so.10.0" if minor == 0 else "libcublas.so.10"
-        else:
-            cublas = f"libcublas.so.{major}"
-        cudnn = f"libcudnn.so.{cudnn_major}"
+    # the Linux soname's version; the Windows DLL carries the same digits without the dot
+    # (libcudart.so.10.0 / cudart64_100.dll, libcublas.so.10 / cublas64_10.dll)
+    cudart_version = f"{major}.{minor}" if major == 10 else ("11.0" if major == 11 else str(major))
+    cublas_version = ("10.0" if minor == 0 else "10") if major == 10 else str(major)
+
+    def file_name(stem: str, version: str) -> str:
+        if os_name == "windows":
+            return f"{stem}64_{version.replace('.', '')}.dll"
+        return f"lib{stem}.so.{version}"
+
+    cudart = file_name("cudart", cudart_version)
+    cublas = file_name("cublas", cublas_version)
+    cudnn = file_name("cudnn", cudnn_major)
     return (
         LibraryName("cudart", cudart),
         LibraryName("cublas", cublas),

@@ -11,14 +11,11 @@ once more, with every locked version pinned, so the edges are those of the locke
 from __future__ import annotations
 
 import re
-import subprocess
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from envfactory.errors import ToolError
 from envfactory.lockfile.models import LockedPackage
-from envfactory.solve.pypi import UV_TIMEOUT_S, PipTarget, _uv_environment
+from envfactory.solve.pypi import PipTarget, run_uv
 
 # "name==version  # via a, b" or "name @ url  # via a" (uv pip compile --annotation-style line)
 _LINE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?:==|@)[^#]*#\s*via\s+(.*)")
@@ -54,28 +51,13 @@ def with_dependencies(target: PipTarget, packages: Sequence[LockedPackage]) -> l
     if not packages:
         return list(packages)
     pins = [f"{p.name}=={p.version}" for p in packages]
-    with tempfile.TemporaryDirectory(prefix="envfactory-uv-") as tmp:
-        requirements = Path(tmp) / "requirements.in"
-        requirements.write_text("\n".join(target.requirements) + "\n", encoding="utf-8")
-        constraints = Path(tmp) / "constraints.txt"
-        lines = [*target.constraint_lines(), *pins]
-        constraints.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        command = _annotated(target.uv_command(requirements, constraints))
-        try:
-            proc = subprocess.run(
-                command,
-                capture_output=True,
-                text=True,
-                timeout=UV_TIMEOUT_S,
-                check=False,
-                env=_uv_environment(),
-                cwd=tmp,
-            )
-        except subprocess.TimeoutExpired:
-            raise ToolError(
-                f"uv ran longer than {UV_TIMEOUT_S} s while listing the dependencies of "
-                f"{target.describe()}"
-            ) from None
+    proc, text = run_uv(
+        target,
+        f"listing the dependencies of {target.describe()}",
+        pins=pins,
+        preferences=False,
+        command_for=_annotated,
+    )
     if proc.returncode != 0:
         tail = "\n".join(f"  {line}" for line in proc.stderr.strip().splitlines()[-16:])
         raise ToolError(
@@ -83,7 +65,7 @@ def with_dependencies(target: PipTarget, packages: Sequence[LockedPackage]) -> l
             f"{target.describe()}:\n{tail}",
             "the locked versions did not resolve again; re-run the lock",
         )
-    return attach(packages, required_by(proc.stdout))
+    return attach(packages, required_by(text))
 
 
 def attach(

