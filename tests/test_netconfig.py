@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from envfactory.cache.fetch import download
 from envfactory.cache.pipcache import PipCache
 from envfactory.cache.pkgcache import CacheLocation, PackageCache
 from envfactory.errors import EnvfactoryError
@@ -214,7 +215,8 @@ def _download_channel_file(url: str, tmp_path: Path) -> bytes:
     pkg = LockedPackage("conda", "demo", "1.0", "linux-64", archive, "0", sha256=SHA)
     staging = tmp_path / "staging"
     staging.mkdir(parents=True, exist_ok=True)
-    return PackageCache(CacheLocation(tmp_path / "pkgs")).download(pkg, staging).read_bytes()
+    PackageCache(CacheLocation(tmp_path / "pkgs"))  # a cache opened reads the settings anew
+    return download(pkg, staging).read_bytes()
 
 
 def test_condarc_proxy_servers_carry_the_channel_downloads(

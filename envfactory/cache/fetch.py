@@ -41,6 +41,16 @@ from envfactory.errors import ToolError, UserInputError
 from envfactory.fsio import write_cached
 
 _LOCAL = threading.local()
+# Bumped by every PackageCache opened: a thread's session is made again after it, so network
+# settings (.condarc's proxy_servers and ssl_verify, the environment) are read per cache opened,
+# not once per process.
+_GENERATION = 0
+
+
+def new_sessions() -> None:
+    """Make every thread's next download open a new session, with the settings as they are now."""
+    global _GENERATION
+    _GENERATION += 1
 
 # In a worker: the shared count of bytes downloaded, which the create's process reads for its
 # progress bar (a multiprocessing Value, handed over as the worker starts).
@@ -99,12 +109,13 @@ def cached_archive(location: CacheLocation, pkg: Wanted) -> Path | None:
 
 def _session() -> Any:
     """This thread's HTTP session (one per worker thread: a session is not thread-safe)."""
-    session = getattr(_LOCAL, "session", None)
-    if session is None:
-        from envfactory.netconfig import conda_session
+    kept = getattr(_LOCAL, "session", None)
+    if kept is not None and kept[0] == _GENERATION:
+        return kept[1]
+    from envfactory.netconfig import conda_session
 
-        session = conda_session()  # .condarc's proxy_servers and ssl_verify
-        _LOCAL.session = session
+    session = conda_session()  # .condarc's proxy_servers and ssl_verify
+    _LOCAL.session = (_GENERATION, session)
     return session
 
 

@@ -161,6 +161,7 @@ class PackageCache:
         self.location = location or cache_location()
         self.root = self.location.root
         self.entries = self.root / ENTRIES
+        fetch.new_sessions()
 
     @property
     def memo(self) -> Path:
