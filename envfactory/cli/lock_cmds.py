@@ -532,20 +532,16 @@ def _update(
 ) -> int:
     """create --update: the environment brought to the lock, and what changed."""
     from envfactory.cli.transfer import transfer_display
-    from envfactory.install.update import describe, update_environment
+    from envfactory.install.update import PackageSources, describe, update_environment
 
     note(f"updating {prefix} to {lock_path}")
     bar = transfer_display("packages")
     try:
+        sources = PackageSources(
+            channel_map=channel_map, wheel_dir=pip_index, allow_build=allow_build
+        )
         done = update_environment(
-            lock_path,
-            prefix,
-            platform=platform,
-            progress=_progress,
-            channel_map=channel_map,
-            wheel_dir=pip_index,
-            cache_progress=bar,
-            allow_build=allow_build,
+            lock_path, prefix, sources, platform=platform, progress=_progress, cache_progress=bar
         )
     finally:
         bar.stop()

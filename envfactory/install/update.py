@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -43,17 +44,25 @@ class UpdateResult(NamedTuple):
     kept: int  # conda packages seeded from the old prefix, not linked again
 
 
+@dataclass(frozen=True)
+class PackageSources:
+    """Where an update takes the packages it links from: the package cache (the user's by
+    default), a channel map (a mirror), a local pip index, and the sdists it may build."""
+
+    cache: PackageCache | None = None
+    channel_map: ChannelMap | None = None
+    wheel_dir: Path | None = None
+    allow_build: Sequence[str] = ()
+
+
 def update_environment(
     lock_path: Path,
     prefix: Path,
+    sources: PackageSources = PackageSources(),
     *,
     platform: Platform | None = None,
-    cache: PackageCache | None = None,
     progress: Progress | None = None,
-    channel_map: ChannelMap | None = None,
-    wheel_dir: Path | None = None,
     cache_progress: CacheProgress | None = None,
-    allow_build: Sequence[str] = (),
 ) -> UpdateResult:
     """Bring the environment at ``prefix`` (made by ``envfactory create``) to ``lock_path``."""
     from envfactory.lockfile.read import read_lock
@@ -67,7 +76,7 @@ def update_environment(
             f"{prefix} is a {target} environment, not {platform}",
             "drop --platform, or create a new environment for the other platform",
         )
-    cache = cache or PackageCache()
+    cache = sources.cache or PackageCache()
     lock = read_lock(lock_path, memo=cache.memo)
     wanted = [p for p in lock.packages if p.platform == target]
     old = _installed(prefix, target, wanted)
@@ -86,10 +95,10 @@ def update_environment(
             platform=target,
             cache=cache,
             progress=progress,
-            channel_map=channel_map,
-            wheel_dir=wheel_dir,
+            channel_map=sources.channel_map,
+            wheel_dir=sources.wheel_dir,
             cache_progress=cache_progress,
-            allow_build=allow_build,
+            allow_build=sources.allow_build,
             seed=seed,
             contents=lock,
         )
