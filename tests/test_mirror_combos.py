@@ -144,6 +144,15 @@ def _create_offline(items: dict[str, Mirrored], root: Path) -> None:
             item.create_err = (logs / "err").read_text()
 
 
+def _mirror(item: Mirrored, folder: Path, cache: PackageCache) -> None:
+    """Read the pair's lock and mirror it into ``folder``; an error is kept for its own test."""
+    try:
+        item.packages = [p for p in read_lock(item.lock).packages if p.platform == item.platform]
+        item.result = mirror_lock(item.lock, folder, cache=cache)
+    except Exception as err:  # reported by the pair's own test
+        item.error = f"{type(err).__name__}: {err}"
+
+
 @pytest.fixture(scope="module")
 def catalog_mirrors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Mirrored]:
     """Each pair locked and mirrored in this process, then all created in one offline shell."""
@@ -170,10 +179,10 @@ def catalog_mirrors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Mirro
                 pip_index=str(wheels) if wheels else None,
             )  # fmt: skip
             lock_combo(request, lock.parent)
-            item.packages = [p for p in read_lock(lock).packages if p.platform == platform]
-            item.result = mirror_lock(lock, root / "mirrors" / key, cache=cache)
         except Exception as err:  # reported by the pair's own test
             item.error = f"{type(err).__name__}: {err}"
+            continue
+        _mirror(item, root / "mirrors" / key, cache)
     _create_offline(out, root)
     return out
 
@@ -260,11 +269,7 @@ def sdist_mirrors(
             text = text.replace(stand_in.url, s["url"]).replace(stand_in.sha256, s["sha256"])
         lock.parent.mkdir(parents=True)
         lock.write_text(text, encoding="utf-8")
-        try:
-            item.packages = [p for p in read_lock(lock).packages if p.platform == platform]
-            item.result = mirror_lock(lock, root / "mirrors" / key, cache=cache)
-        except Exception as err:  # reported by the pair's own test
-            item.error = f"{type(err).__name__}: {err}"
+        _mirror(item, root / "mirrors" / key, cache)
     _create_offline(out, root)
     return out
 
