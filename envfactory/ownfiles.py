@@ -26,9 +26,14 @@ NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # or anything under them, is refused (pkgcache.check_extracted). conda-meta/ holds the
 # records, envfactory.json and state; etc/conda/envfactory/ the activation plan and core; the
 # stubs in activate.d/deactivate.d are named envfactory-*; .envfactory-staging is the marker
-# of a staging directory (pkgcache.MARKER).
+# of a staging directory (pkgcache.MARKER); .envfactory-update-* the journal of an update in
+# place (install/journal.py).
 OWN_DIRECTORIES = ("conda-meta", "etc/conda/envfactory")
-OWN_PREFIXES = ("etc/conda/activate.d/envfactory-", "etc/conda/deactivate.d/envfactory-")
+OWN_PREFIXES = (
+    "etc/conda/activate.d/envfactory-",
+    "etc/conda/deactivate.d/envfactory-",
+    ".envfactory-update-",
+)
 OWN_FILES = (".envfactory-staging",)
 
 

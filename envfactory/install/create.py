@@ -218,44 +218,29 @@ def _to_the_end(work: Callable[[], None], meanwhile: Callable[[], None] | None =
         raise failure[0]
 
 
-def create_environment(
-    lock_path: Path,
-    prefix: Path,
-    *,
-    force: bool = False,
-    platform: Platform | None = None,
-    cache: PackageCache | None = None,
-    progress: Progress | None = None,
-    channel_map: ChannelMap | None = None,
-    wheel_dir: Path | None = None,
-    cache_progress: CacheProgress | None = None,
-    pip_transfer: Transfer | None = None,
-    allow_build: Sequence[str] = (),
-    compile_bytecode: bool = False,
-    seed: Callable[[Path], None] | None = None,
-    contents: LockFile | None = None,
-) -> CreateResult:
-    """``seed``: fills the staging directory before rattler links into it (``update``: the
-    packages an environment keeps, which rattler then finds installed and leaves alone).
-    ``contents``: ``lock_path`` as the caller has read it already (``update``)."""
-    from envfactory.lockfile.read import read_lock
-    from envfactory.solve import rattler_adapter
+class LockPackages(NamedTuple):
+    conda: list[LockedPackage]  # relocated: where the cache fetches them from
+    locked: list[LockedPackage]  # as the lock has them, without credentials: conda-meta's
+    wheels: list[LockedPackage]  # the pip files, relocated and checked
+    wheel_dir: Path | None  # the local pip index (given, or the mirror's)
 
-    say = progress or (lambda _m: None)
-    target_platform = platform or host_platform()
-    cache = cache or PackageCache()
-    lock = contents if contents is not None else read_lock(lock_path, memo=cache.memo)
+
+def lock_packages(
+    lock: LockFile,
+    lock_path: Path,
+    target_platform: Platform,
+    channel_map: ChannelMap | None,
+    wheel_dir: Path | None,
+) -> LockPackages:
+    """The lock's packages for ``target_platform`` as create links them, every check of the
+    lock's own fields done (it is untrusted input)."""
+    meta = lock.metadata
     if target_platform not in lock.platforms:
         raise UserInputError(
             f"{lock_path} has no packages for {target_platform} (it covers "
             f"{', '.join(lock.platforms)})",
             f"lock for this platform: envfactory lock COMBO --platform {target_platform}",
         )
-    meta = lock.metadata
-    if compile_bytecode:
-        from envfactory.install.bytecode import check_can_compile
-
-        check_can_compile(target_platform)
     has_pip = any(p.platform == target_platform and p.manager == "pip" for p in lock.packages)
     if wheel_dir is None and channel_map is not None and has_pip:
         # mirror imports the pip side's readers (packaging): only when the lock has wheels
@@ -288,6 +273,39 @@ def create_environment(
     ]
     wheels = [p for p in packages if p.manager == "pip"]
     check_pip_packages(wheels)
+    return LockPackages(conda, locked, wheels, wheel_dir)
+
+
+def create_environment(
+    lock_path: Path,
+    prefix: Path,
+    *,
+    force: bool = False,
+    platform: Platform | None = None,
+    cache: PackageCache | None = None,
+    progress: Progress | None = None,
+    channel_map: ChannelMap | None = None,
+    wheel_dir: Path | None = None,
+    cache_progress: CacheProgress | None = None,
+    pip_transfer: Transfer | None = None,
+    allow_build: Sequence[str] = (),
+    compile_bytecode: bool = False,
+) -> CreateResult:
+    from envfactory.lockfile.read import read_lock
+    from envfactory.solve import rattler_adapter
+
+    say = progress or (lambda _m: None)
+    target_platform = platform or host_platform()
+    cache = cache or PackageCache()
+    lock = read_lock(lock_path, memo=cache.memo)
+    meta = lock.metadata
+    if compile_bytecode:
+        from envfactory.install.bytecode import check_can_compile
+
+        check_can_compile(target_platform)
+    conda, locked, wheels, wheel_dir = lock_packages(
+        lock, lock_path, target_platform, channel_map, wheel_dir
+    )
     prefix = prefix.expanduser().absolute()
     replacing = check_target(prefix, force)
     pip_files = None
@@ -306,7 +324,7 @@ def create_environment(
             index=wheel_dir,
             transfer=pip_transfer,
         )
-    if replacing is not None and seed is None:
+    if replacing is not None:
         records = len(list((prefix / "conda-meta").glob("*.json")))
         say(
             f"--force: the conda environment {prefix} ({records} records in conda-meta/) is "
@@ -322,8 +340,6 @@ def create_environment(
             say(f"removed {stale}, left by an interrupted create")
         staging = Staging.make(prefix.parent, staging_prefix, mode=0o777 & ~umask)
         try:
-            if seed is not None:
-                seed(staging.path)
             say(f"{len(conda)} conda packages: checking them into the cache {cache.root}")
             with cache.acquire(conda, saying_waits(cache_progress, say)) as lease:
                 check_links_across(

@@ -1,47 +1,83 @@
 """Update an environment in place from a newer lock (``create --update``): only what differs is
-linked, and a failure leaves the old environment as it was.
+unlinked and linked, under a rollback journal (``journal.py``), so that a failure, an interrupt or
+a kill -9 leaves (or gives back) the old environment as it was.
 
-The new environment is built beside the old one, as ``create`` builds every environment, and
-swapped in with one ``renameat2(RENAME_EXCHANGE)`` (``create._move_into_place``); until then the
-old prefix is never written. What makes it fast is what the staging directory starts with: the
-conda packages the old prefix and the new lock share (same name, version, build and hash,
-linked from the same cache entry) are *seeded* into it as hard links to the old prefix's files,
-which are the cache's own inodes, with a copy of their ``conda-meta`` records. rattler's
-installer then reads the staging directory's ``conda-meta/``, finds them installed, and links
-only the packages that are new or changed. A package that leaves the lock is simply not seeded:
-nothing is unlinked, so no file the old prefix shares is ever removed or rewritten. The seeded
-records are copies (``create`` sets their mode), the activation files, ``conda-meta/state``,
-the marker and the pip side are written anew from the lock, so they follow it.
+1. before anything is written, everything ``create`` checks of a lock is checked (it is untrusted
+   input, ``create.lock_packages``), the pip files of the update are fetched and checked, and
+   the plan is made: the conda packages the prefix keeps (same name, version, build and file
+   hash, linked from the cache entry of that hash; the noarch: python ones only while python's
+   X.Y stays: their files live under ``lib/pythonX.Y``) and the pip distributions it keeps
+   (same name and version, python's X.Y unchanged); what the others installed, as their
+   ``conda-meta`` records and pip ``RECORD`` files list it (each path relative, inside the
+   prefix, under no link), and envfactory's own files (activation scripts, ``conda-meta/state``,
+   the marker) are what the update takes away;
+2. the journal is made inside the prefix, and its ``new/`` directory is filled as ``create``
+   fills a staging directory, but with the new and changed packages only: rattler links the
+   conda ones from the checked cache entries (the final prefix patched into files; a copy of
+   the kept python record tells it which python the noarch: python packages are for), then the
+   pip files, the activation files, ``conda-meta/state`` and the marker, following the lock;
+3. the journal records the paths that leave and the paths that come, and applies them, renames
+   only (``Journal.apply``); then the post-link check of ``create`` runs over the whole prefix
+   (every conda file, kept or linked, is the cache entry's inode or has its listed hash;
+   ``conda-meta`` holds exactly the lock's records); only then is the update committed and the
+   old files removed. Any failure or interrupt until then undoes it.
 
-Every check of ``create`` runs as for a new environment: each package of the lock passes the
-package cache; the post-link check proves every conda file, seeded or linked, is the cache's
-inode or has its listed hash; ``conda-meta/`` holds exactly the lock's records.
+The files of the packages the prefix keeps are not touched: not linked again, not moved.
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
-import shutil
-from collections.abc import Iterable, Mapping, Sequence
+import signal
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
-from envfactory.cache.pathcheck import UnsafePackage, check_all_relative
-from envfactory.cache.pkgcache import CacheProgress, PackageCache
+from envfactory import ownfiles
+from envfactory.cache.pathcheck import (
+    Linked,
+    UnsafePackage,
+    check_all_relative,
+    check_installed,
+    check_links_across,
+)
+from envfactory.cache.pkgcache import CacheProgress, PackageCache, saying_waits
+from envfactory.cache.staging import INTERRUPTS, handling, interrupts_deferred
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
-from envfactory.install.create import MARKER, CreateResult, create_environment
+from envfactory.install.create import (
+    MARKER,
+    CreateResult,
+    Interrupted,
+    _activation,
+    _apply_umask,
+    _import_the_rest,
+    _interrupt,
+    _point_records_at_entries,
+    _python_of,
+    _to_the_end,
+    _umask,
+    _write_state,
+    check_target,
+    lock_packages,
+)
+from envfactory.install.journal import Journal
 from envfactory.lockfile.diff import LockDiff, LockSide, compare
 from envfactory.lockfile.models import LockedPackage
 from envfactory.progress import Progress
 from envfactory.solve.channels import ChannelMap
 
+Record = tuple[Path, dict[str, Any]]
+
 
 class UpdateResult(NamedTuple):
     created: CreateResult
     changes: LockDiff
-    kept: int  # conda packages seeded from the old prefix, not linked again
+    kept: int  # conda packages the prefix kept: not linked again
 
 
 @dataclass(frozen=True)
@@ -55,6 +91,20 @@ class PackageSources:
     allow_build: Sequence[str] = ()
 
 
+class _Dist(NamedTuple):
+    """A pip distribution of the prefix (not one a conda package installed)."""
+
+    name: str  # canonical
+    version: str
+    info: str  # its .dist-info directory, relative to the prefix
+
+
+# envfactory's own files in a prefix, which every update writes anew from the lock
+_OWN_DIRECTORIES = ("etc/conda/envfactory",)
+_OWN_STUBS = ("etc/conda/activate.d", "etc/conda/deactivate.d")
+_OWN_META = (f"conda-meta/{MARKER}", "conda-meta/state")
+
+
 def update_environment(
     lock_path: Path,
     prefix: Path,
@@ -66,9 +116,14 @@ def update_environment(
 ) -> UpdateResult:
     """Bring the environment at ``prefix`` (made by ``envfactory create``) to ``lock_path``."""
     from envfactory.lockfile.read import read_lock
+    from envfactory.solve import rattler_adapter
 
     say = progress or (lambda _m: None)
     prefix = prefix.expanduser().absolute()
+    check_target(prefix, force=True)  # a real directory, a conda environment, not the cwd
+    from envfactory.install.journal import recover
+
+    recover(prefix, say)  # an update that died here is undone first: its marker is the old one
     recorded = _marker(prefix)
     target = cast(Platform, recorded["platform"])  # parse_marker: one of PLATFORMS
     if platform is not None and platform != target:
@@ -78,30 +133,133 @@ def update_environment(
         )
     cache = sources.cache or PackageCache()
     lock = read_lock(lock_path, memo=cache.memo)
+    conda, locked, wheels, wheel_dir = lock_packages(
+        lock, lock_path, target, sources.channel_map, sources.wheel_dir
+    )
+    meta = lock.metadata
     wanted = [p for p in lock.packages if p.platform == target]
-    old = _installed(prefix, target, wanted)
-    changes = compare(old, LockSide(str(lock_path), {target: tuple(wanted)}, {}))
-    keep = _kept(prefix, wanted, cache)
-    say(f"updating {prefix}: {len(keep)} conda packages kept, the rest linked from the cache")
+    records = _records(prefix)
+    dists = _pip_dists(prefix, records)
+    changes = compare(
+        _installed(target, wanted, records, dists),
+        LockSide(str(lock_path), {target: tuple(wanted)}, {}),
+    )
+    python_moves = _python(r for _, r in records) != _python(
+        {"name": p.name, "version": p.version} for p in wanted if p.manager == "conda"
+    )
+    keep = _kept(records, wanted, cache, python_moves)
+    kept = {path.name[: -len(".json")] for path, _ in keep}
+    drop = [(path, rec) for path, rec in records if path.name[: -len(".json")] not in kept]
+    pip_kept = _pip_kept(dists, wanted, python_moves)
+    aside = _aside(prefix, drop, [d for d in dists if d.name not in pip_kept], records)
+    linking = [
+        (pkg, rec)
+        for pkg, rec in zip(conda, locked, strict=True)
+        if f"{pkg.name}-{pkg.version}-{pkg.build}" not in kept
+    ]
+    new_wheels = [w for w in wheels if _canonical(w.name) not in pip_kept]
+    say(
+        f"updating {prefix} in place: {len(keep)} conda packages kept, {len(linking)} to link, "
+        f"{len(drop)} to unlink"
+    )
+    pip_files = None
+    if new_wheels:
+        from envfactory.install import pipside
 
-    def seed(staging: Path) -> None:
-        _seed(prefix, staging, keep)
+        say(f"{len(new_wheels)} pip files: checking them into the cache {cache.root}")
+        pip_files = pipside.prepare(
+            new_wheels,
+            cache.root,
+            platform=target,
+            allow_build=sources.allow_build,
+            say=say,
+            index=wheel_dir,
+        )
+    python = meta.python or _python_of(conda)
+    umask = _umask()
+    python_record = next((p for p, r in keep if r.get("name") == "python"), None)
 
     try:
-        created = create_environment(
-            lock_path,
-            prefix,
-            force=True,
-            platform=target,
-            cache=cache,
-            progress=progress,
-            channel_map=sources.channel_map,
-            wheel_dir=sources.wheel_dir,
-            cache_progress=cache_progress,
-            allow_build=sources.allow_build,
-            seed=seed,
-            contents=lock,
-        )
+        with handling(INTERRUPTS - {signal.SIGINT}, _interrupt):
+            journal = Journal.start(prefix, say)
+            try:
+                say(f"{len(conda)} conda packages: checking them into the cache {cache.root}")
+                with cache.acquire(conda, saying_waits(cache_progress, say)) as lease:
+                    check_links_across(
+                        {
+                            pkg.describe(): (c.directory, c.summary)
+                            for pkg, c in zip(conda, lease, strict=True)
+                        }
+                    )
+                    hits = sum(1 for c in lease if c.outcome == "cached")
+                    # what the post-link check holds each record in conda-meta/ to
+                    linked = {c.name: Linked(str(c.directory), c.summary) for c in lease}
+                    new = journal.new
+                    if linking:
+                        say(f"linking {len(linking)} conda packages")
+                        records_for = [rec for _, rec in linking]
+                        if python_record is not None:
+                            # rattler reads new/conda-meta: python is there, not linked again, and
+                            # the noarch: python packages go under its site-packages
+                            ownfiles.write_file(
+                                new, f"conda-meta/{python_record.name}", python_record.read_bytes()
+                            )
+                            records_for += [p for p in locked if p.name == "python"]
+                        _to_the_end(
+                            lambda: rattler_adapter.install(
+                                records_for, new, target, lease.view, final_prefix=prefix
+                            ),
+                            meanwhile=_import_the_rest if meta.activation or meta.combo else None,
+                        )
+                        if python_record is not None:
+                            (new / "conda-meta" / python_record.name).unlink()
+                        names = {f"{p.name}-{p.version}-{p.build}" for p, _ in linking}
+                        _point_records_at_entries(
+                            new,
+                            {
+                                c.name: (lease.source(c), str(c.directory))
+                                for c in lease
+                                if c.name in names
+                            },
+                        )
+                    if pip_files is not None:
+                        from envfactory.install import pipside
+
+                        say(f"installing {len(new_wheels)} pip packages")
+                        requirements = meta.inputs.get(target, {}).get("pip") or []
+                        pipside.install(
+                            pip_files,
+                            new,
+                            prefix,
+                            target,
+                            python,
+                            pipside.requested([str(r) for r in requirements]),
+                        )
+                    activation, note = _activation(meta, str(lock_path), new, target)
+                    if meta.variables:
+                        _write_state(new, dict(meta.variables))
+                    marker = {"lock": str(lock_path.resolve()), "platform": target}
+                    if meta.combo:
+                        marker["combo"] = meta.combo
+                    if meta.environment:
+                        marker["environment"] = meta.environment
+                    ownfiles.write_file(
+                        new, f"conda-meta/{MARKER}", (json.dumps(marker, indent=1) + "\n").encode()
+                    )
+                    _apply_umask(new, activation, umask)
+                    incoming = _incoming(new)
+                    aside += _own_files(prefix)
+                    came: list[int] = []
+                    with handling(INTERRUPTS, lambda signum, _frame: came.append(signum)):
+                        journal.apply(aside, incoming)
+                        check_installed(prefix, linked)
+                        if came:  # held back while the files moved: the update is undone
+                            raise Interrupted(signal.Signals(came[0]).name)
+                        journal.commit()
+            except BaseException:
+                with interrupts_deferred():
+                    journal.rollback()
+                raise
     except UnsafePackage as exc:
         if "after linking" not in exc.message:
             raise
@@ -112,6 +270,21 @@ def update_environment(
             f"'envfactory verify {prefix}' names each one; restore them, or build the "
             "environment anew with --force instead of --update",
         ) from None
+    say(f"updated {prefix}")
+    moved = tuple(prefix / p.relative_to(new) for p in activation)
+    created = CreateResult(
+        prefix,
+        target,
+        len(conda),
+        len(wheels),
+        moved,
+        note,
+        None,
+        hits,
+        pip_files.downloaded if pip_files else 0,
+        pip_files.cached if pip_files else 0,
+        pip_files.built if pip_files else (),
+    )
     return UpdateResult(created, changes, len(keep))
 
 
@@ -131,21 +304,24 @@ def _marker(prefix: Path) -> dict[str, str]:
     return dict(untrusted.parse_marker(text, str(marker), PLATFORMS))
 
 
-def _records(prefix: Path) -> list[tuple[Path, dict[str, Any]]]:
+def _records(prefix: Path) -> list[Record]:
     from envfactory.install.verify import read_record
 
     meta = prefix / "conda-meta"
     return [(p, read_record(p)) for p in sorted(meta.glob("*.json")) if p.name != MARKER]
 
 
-def _installed(prefix: Path, platform: Platform, wanted: Sequence[LockedPackage]) -> LockSide:
+def _installed(
+    platform: Platform,
+    wanted: Sequence[LockedPackage],
+    records: Sequence[Record],
+    dists: Sequence[_Dist],
+) -> LockSide:
     """The environment as a side of a comparison: its conda records, and its pip
     distributions (by name and version: a pip package that the lock holds at the same version
     is the lock's file)."""
-    from envfactory.install.verify import _pip_records
-
     packages: list[LockedPackage] = []
-    for _, rec in _records(prefix):
+    for _, rec in records:
         packages.append(
             LockedPackage(
                 manager="conda",
@@ -158,28 +334,29 @@ def _installed(prefix: Path, platform: Platform, wanted: Sequence[LockedPackage]
                 sha256=rec.get("sha256"),
             )
         )
-    pip = {p.name: p for p in wanted if p.manager == "pip"}
-    for dist in _pip_records(prefix):
+    pip = {_canonical(p.name): p for p in wanted if p.manager == "pip"}
+    for dist in dists:
         locked = pip.get(dist.name)
         if locked is not None and locked.version == dist.version:
             packages.append(locked)
         else:  # where an installed distribution came from is not recorded: shown as the lock's
             url = locked.url if locked is not None else "installed"
             packages.append(LockedPackage("pip", dist.name, dist.version, platform, url=url))
-    return LockSide(str(prefix), {platform: tuple(packages)}, {})
+    return LockSide(
+        str(records[0][0].parent.parent) if records else "", {platform: tuple(packages)}, {}
+    )
 
 
 def _kept(
-    prefix: Path, wanted: Sequence[LockedPackage], cache: PackageCache
-) -> list[tuple[Path, dict[str, Any]]]:
-    """The old prefix's records of conda packages the lock still holds, byte for byte (same
-    file hash), linked from the entry the cache holds for them now (``create``'s post-link
-    check holds every record to that entry)."""
+    records: Sequence[Record],
+    wanted: Sequence[LockedPackage],
+    cache: PackageCache,
+    python_moves: bool,
+) -> list[Record]:
+    """The prefix's records of conda packages the lock still holds, byte for byte (same
+    file hash), linked from the entry the cache holds for them now (the post-link check
+    holds every record to that entry)."""
     locked = {(p.name, p.version, p.build): p for p in wanted if p.manager == "conda"}
-    records = _records(prefix)
-    python_moves = _python(r for _, r in records) != _python(
-        {"name": p.name, "version": p.version} for p in wanted if p.manager == "conda"
-    )
     out = []
     for path, rec in records:
         pkg = locked.get((str(rec["name"]), str(rec["version"]), str(rec.get("build", ""))))
@@ -187,11 +364,7 @@ def _kept(
             continue
         if python_moves and rec.get("noarch") == "python":
             continue  # its files go under the new python's site-packages: linked anew
-        if pkg.sha256 and rec.get("sha256") != pkg.sha256:
-            continue
-        if not pkg.sha256 and rec.get("md5") != pkg.md5:
-            continue
-        if not pkg.sha256:
+        if not pkg.sha256 or rec.get("sha256") != pkg.sha256:
             continue  # entries are named by sha256 (an md5-only lock's package: linked anew)
         entry = cache.entry(pkg.sha256)
         source = rec.get("extracted_package_dir") or (rec.get("link") or {}).get("source")
@@ -204,6 +377,8 @@ def _kept(
             check_all_relative(path.name, [rel for rel, _ in paths])
         except UnsafePackage:
             continue
+        if path.name != f"{pkg.name}-{pkg.version}-{pkg.build}.json":
+            continue  # not where rattler puts its record: linked anew
         out.append((path, rec))
     return out
 
@@ -231,26 +406,151 @@ def _paths(rec: Mapping[str, Any]) -> list[tuple[str, str]] | None:
     return out
 
 
-def _seed(old: Path, staging: Path, keep: Sequence[tuple[Path, dict[str, Any]]]) -> None:
-    """Each kept package into ``staging``: its files as hard links to the old prefix's (its
-    symlinks as symlinks), its record as a copy. A path missing from the old prefix is left
-    out: the post-link check then reports the package, and nothing is moved."""
-    meta = staging / "conda-meta"
-    meta.mkdir(exist_ok=True)
-    made: set[Path] = set()
-    for record_path, rec in keep:
-        for rel, kind in _paths(rec) or ():
-            source, target = old / rel, staging / rel
-            if target.parent not in made:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                made.add(target.parent)
-            if kind == "directory":
-                target.mkdir(exist_ok=True)
-            elif source.is_symlink():
-                target.symlink_to(source.readlink())
-            elif source.is_file():
-                os.link(source, target)
-        shutil.copyfile(record_path, meta / record_path.name)
+def _canonical(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
+
+
+def _pip_dists(prefix: Path, records: Sequence[Record]) -> list[_Dist]:
+    """The pip distributions of the prefix: each ``.dist-info`` of a site-packages that no
+    conda record lists (as ``verify`` finds them)."""
+    conda_owned: set[str] = set()
+    for _, rec in records:
+        conda_owned.update(f for f in rec.get("files", []) if isinstance(f, str))
+    out = []
+    for metadata in sorted(prefix.glob("[Ll]ib/**/site-packages/*.dist-info/METADATA")):
+        relative = metadata.relative_to(prefix).as_posix()
+        if relative in conda_owned:
+            continue
+        fields: dict[str, str] = {}
+        text = ownfiles.read_file(metadata) or b""
+        for line in text.decode("utf-8", "replace").splitlines():
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+        if "Name" not in fields or "Version" not in fields:
+            raise UserInputError(
+                f"{metadata} names no distribution (no Name or Version)",
+                f"the environment is damaged: rebuild it: envfactory create --force -p {prefix}",
+            )
+        out.append(
+            _Dist(_canonical(fields["Name"]), fields["Version"], relative.rpartition("/")[0])
+        )
+    return out
+
+
+def _pip_kept(
+    dists: Sequence[_Dist], wanted: Sequence[LockedPackage], python_moves: bool
+) -> set[str]:
+    """The pip distributions the prefix keeps: the lock's name and version, python's X.Y
+    unchanged (the files live under ``lib/pythonX.Y``)."""
+    if python_moves:
+        return set()
+    pip = {_canonical(p.name): p.version for p in wanted if p.manager == "pip"}
+    names = [d.name for d in dists]
+    return {d.name for d in dists if pip.get(d.name) == d.version and names.count(d.name) == 1}
+
+
+def _aside(
+    prefix: Path, drop: Sequence[Record], dists: Sequence[_Dist], records: Sequence[Record]
+) -> list[str]:
+    """What the update takes away, relative to the prefix: the paths of each conda package it
+    unlinks and their records, and the files of each pip distribution it uninstalls (its
+    ``RECORD``, its ``.dist-info``, the bytecode Python wrote for its modules). Each path is
+    checked to be relative and inside the prefix: a prefix is untrusted input."""
+    out: list[str] = []
+    for path, rec in drop:
+        what = f"{rec['name']} {rec['version']} {rec.get('build', '')}".strip()
+        listed = _paths(rec)
+        paths = (
+            [rel for rel, kind in listed if kind != "directory"]
+            if listed is not None
+            else [f for f in rec.get("files", []) if isinstance(f, str)]
+        )
+        try:
+            check_all_relative(what, paths)
+        except UnsafePackage as exc:
+            raise UserInputError(
+                f"{prefix}/conda-meta/{path.name}: {exc.message}",
+                f"the environment's record is damaged or crafted; rebuild it: envfactory create "
+                f"--force -p {prefix}",
+            ) from None
+        out += paths
+        out.append(f"conda-meta/{path.name}")
+    conda_owned: set[str] = set()
+    for _, rec in records:
+        conda_owned.update(f for f in rec.get("files", []) if isinstance(f, str))
+    for dist in dists:
+        out += [p for p in _dist_files(prefix, dist) if p not in conda_owned]
+    return list(dict.fromkeys(out))
+
+
+def _dist_files(prefix: Path, dist: _Dist) -> Iterator[str]:
+    """The files of a pip distribution, relative to the prefix: its RECORD's (relative to its
+    site-packages) with their bytecode, and everything in its .dist-info."""
+    site = dist.info.rpartition("/")[0]
+    data = ownfiles.read_file(prefix / dist.info / "RECORD") or b""
+    for row in csv.reader(io.StringIO(data.decode("utf-8", "replace"))):
+        if not row or not row[0]:
+            continue
+        rel = os.path.normpath(f"{site}/{row[0]}").replace(os.sep, "/")
+        if rel.startswith(("../", "/")) or rel == ".." or Path(row[0]).is_absolute():
+            raise UserInputError(
+                f"{prefix / dist.info / 'RECORD'} lists {row[0]!r}, outside {prefix}",
+                f"the distribution's RECORD is damaged or crafted; rebuild the environment: "
+                f"envfactory create --force -p {prefix}",
+            )
+        yield rel
+        if rel.endswith(".py"):
+            folder, _, name = rel.rpartition("/")
+            for cached in sorted((prefix / folder / "__pycache__").glob(f"{name[:-3]}.*.pyc")):
+                yield f"{folder}/__pycache__/{cached.name}"
+    for root, dirs, files in os.walk(prefix / dist.info):
+        here = Path(root).relative_to(prefix).as_posix()
+        for name in [*files, *(d for d in dirs if (Path(root) / d).is_symlink())]:
+            yield f"{here}/{name}"
+
+
+def _own_files(prefix: Path) -> list[str]:
+    """envfactory's own files in the prefix (activation scripts, the marker, conda-meta/state),
+    which the update writes anew."""
+    out = [rel for rel in _OWN_META if os.path.lexists(prefix / rel)]
+    for directory in _OWN_DIRECTORIES:
+        if (prefix / directory).is_dir() and not (prefix / directory).is_symlink():
+            out += _walk(prefix / directory, prefix)
+    for directory in _OWN_STUBS:
+        folder = prefix / directory
+        if folder.is_dir() and not folder.is_symlink():
+            out += [
+                f"{directory}/{p.name}"
+                for p in sorted(folder.iterdir())
+                if p.name.startswith("envfactory-")
+            ]
+    return out
+
+
+def _walk(root: Path, relative_to: Path) -> list[str]:
+    """The files, symbolic links and empty directories under ``root``, never followed."""
+    out = []
+    for here, dirs, files in os.walk(root):
+        base = Path(here).relative_to(relative_to).as_posix()
+        links = [d for d in dirs if (Path(here) / d).is_symlink()]
+        out += [f"{base}/{name}" for name in sorted([*files, *links])]
+        if not dirs and not files and Path(here) != root:
+            out.append(base)
+    return out
+
+
+def _incoming(new: Path) -> list[str]:
+    """What ``new/`` brings into the prefix, package files first, conda-meta/ last (its marker
+    the very last)."""
+    paths = [p[len("./") :] if p.startswith("./") else p for p in _walk(new, new)]
+    return sorted(
+        paths,
+        key=lambda p: (p.startswith("conda-meta/"), p == f"conda-meta/{MARKER}", p),
+    )
 
 
 def describe(changes: LockDiff) -> list[str]:

@@ -169,8 +169,10 @@ def _lock_of(prefix: Path, lock: Path | None) -> tuple[Path, Platform | None]:
 def verify_environment(
     prefix: Path, lock: Path | None = None, platform: Platform | None = None
 ) -> VerifyReport:
+    from envfactory.install.journal import interrupted
     from envfactory.lockfile.read import read_lock
 
+    interrupted(prefix)  # an update in place still running, or cut short and not undone
     lock_path, recorded_platform = _lock_of(prefix, lock)
     chosen = platform or recorded_platform or host_platform()
     contents = read_lock(lock_path)
