@@ -103,6 +103,8 @@ class _Dist(NamedTuple):
 _OWN_DIRECTORIES = ("etc/conda/envfactory",)
 _OWN_STUBS = ("etc/conda/activate.d", "etc/conda/deactivate.d")
 _OWN_META = (f"conda-meta/{MARKER}", "conda-meta/state")
+# what rattler writes into each prefix it links into, whatever the packages
+_RATTLER_OWN = ("CACHEDIR.TAG", "conda-meta/history")
 
 
 def update_environment(
@@ -247,6 +249,9 @@ def update_environment(
                         new, f"conda-meta/{MARKER}", (json.dumps(marker, indent=1) + "\n").encode()
                     )
                     _apply_umask(new, activation, umask)
+                    for rel in _RATTLER_OWN:  # what rattler writes into every prefix: kept
+                        if os.path.lexists(prefix / rel) and os.path.lexists(new / rel):
+                            (new / rel).unlink()
                     incoming = _incoming(new)
                     aside += _own_files(prefix)
                     came: list[int] = []
