@@ -367,11 +367,11 @@ def _kept(
         pkg = locked.get((str(rec["name"]), str(rec["version"]), str(rec.get("build", ""))))
         if pkg is None:
             continue
-        if python_moves and rec.get("noarch") == "python":
-            continue  # its files go under the new python's site-packages: linked anew
         if not pkg.sha256 or rec.get("sha256") != pkg.sha256:
             continue  # entries are named by sha256 (an md5-only lock's package: linked anew)
         entry = cache.entry(pkg.sha256)
+        if python_moves and _noarch_python(rec, entry):
+            continue  # its files go under the new python's site-packages: linked anew
         source = rec.get("extracted_package_dir") or (rec.get("link") or {}).get("source")
         if source is None or os.fspath(Path(source)) != os.fspath(entry):
             continue
@@ -386,6 +386,22 @@ def _kept(
             continue  # not where rattler puts its record: linked anew
         out.append((path, rec))
     return out
+
+
+def _noarch_python(rec: Mapping[str, Any], entry: Path) -> bool:
+    """Whether a record is of a noarch: python package. The records rattler writes from a lock
+    carry no ``noarch`` field (the lock has none): the package's own ``info/index.json`` in its
+    cache entry says it (checked against the lock on its way into the cache)."""
+    if rec.get("noarch") == "python":
+        return True
+    if rec.get("subdir") != "noarch":
+        return False
+    try:
+        index = json.loads(ownfiles.read_file(entry / "info" / "index.json") or b"{}")
+    except ValueError:
+        return True  # unreadable: linked anew, which is always right
+    noarch = index.get("noarch") if isinstance(index, dict) else None
+    return noarch == "python" or (isinstance(noarch, dict) and noarch.get("type") == "python")
 
 
 def _python(records: Iterable[Mapping[str, Any]]) -> str | None:
