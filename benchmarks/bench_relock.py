@@ -15,10 +15,12 @@ environment created from it, restored before every run, untimed):
 
 * ``lock`` (sticky: the 2 new packages are added, nothing else moves), against ``lock
   --update-all`` (a solve from scratch, which moves every package the channel moved);
-* ``create --update`` of the environment to the new lock, against its floor: a process that
-  links only the 2 changed packages with py-rattler's ``install`` from the same warm cache into
-  an empty prefix (the changed part alone); and, for reference, ``create --force`` (the whole
-  environment built again) against py-rattler's install of every package.
+* ``create --update`` of the environment to the new lock, in place (only the 2 new packages
+  linked, nothing unlinked but envfactory's own files, every file of the prefix checked after),
+  against its floor: a process that links only the 2 changed packages with py-rattler's
+  ``install`` from the same warm cache into an empty prefix (the changed part alone); against
+  ``create --force`` (the whole environment built again); and, for reference, ``create --force``
+  against py-rattler's install of every package.
 """
 
 from __future__ import annotations
@@ -195,6 +197,12 @@ def main() -> None:
             floor_times=changed,
         ),
         Row(
+            "create --update, in place, against the whole environment built again",
+            update,
+            floor="create --force",
+            floor_times=force,
+        ),
+        Row(
             "create --force: the whole environment again (reference)",
             force,
             floor="py-rattler install of every package",
@@ -205,8 +213,9 @@ def main() -> None:
         f"The channel moved between the two locks: a newer version of {len(names[::3])} of "
         f"the {args.packages} generated packages; the sticky lock keeps them, --update-all "
         "takes them. Both figures write the lock files.",
-        "create --update builds the new prefix beside the old one (the kept packages as hard "
-        "links), checks it as a create does, and swaps it in.",
+        "create --update changes the prefix in place under a rollback journal: the 2 new "
+        "packages are linked into the journal, moved in by rename, and the whole prefix is "
+        "checked (every conda file the cache's inode or its listed hash) before it commits.",
     ]
     report("Re-lock and update in place (issue 27)", rows, args, notes)
 

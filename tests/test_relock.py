@@ -373,8 +373,9 @@ def test_a_failed_update_leaves_the_old_environment_working(project: Path) -> No
     shutil.copyfile(project / "locks/app/conda-lock.yml", old_lock)
     assert run("lock", "-u", "requests", *flags(project), cwd=project).returncode == 0
     # a file of a package the update keeps was replaced in the environment (another inode,
-    # other bytes): the new prefix is seeded with it, requests and urllib3 are linked, and the
-    # post-link check refuses the result before anything is moved
+    # other bytes): requests and urllib3 are linked and moved in, the old ones moved aside,
+    # then the post-link check of the whole prefix refuses the result: the last step fails,
+    # and everything is renamed back
     edited = env / "share/envf-stub/tqdm.txt"
     original = edited.read_bytes()
     edited.unlink()
@@ -388,6 +389,7 @@ def test_a_failed_update_leaves_the_old_environment_working(project: Path) -> No
     after = {p: p.read_bytes() for p in sorted(env.rglob("*")) if p.is_file()}
     assert after == snapshot  # the old environment, byte for byte
     assert sorted(p.name for p in (project / "envs").iterdir()) == ["app"]  # no staging left
+    assert not list(env.glob(".envfactory-update-*"))  # nor a journal
     edited.unlink()
     edited.write_bytes(original)
     verified = run("verify", str(env), "--lock", str(old_lock), cwd=project)

@@ -99,6 +99,9 @@ class Journal:
         recover(prefix, say)
         staging = Staging.make(prefix, JOURNAL, mode=0o700)
         try:
+            others = [j for j in _journals(prefix) if j != staging.path]
+            if others:  # another update started meanwhile: neither goes on alone
+                raise _busy(prefix, others[0])
             (staging.path / NEW).mkdir()
         except BaseException:
             staging.remove()

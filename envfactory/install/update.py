@@ -62,10 +62,9 @@ from envfactory.install.create import (
     _to_the_end,
     _umask,
     _write_state,
-    check_target,
     lock_packages,
 )
-from envfactory.install.journal import Journal
+from envfactory.install.journal import Journal, recover
 from envfactory.lockfile.diff import LockDiff, LockSide, compare
 from envfactory.lockfile.models import LockedPackage
 from envfactory.progress import Progress
@@ -122,9 +121,11 @@ def update_environment(
 
     say = progress or (lambda _m: None)
     prefix = prefix.expanduser().absolute()
-    check_target(prefix, force=True)  # a real directory, a conda environment, not the cwd
-    from envfactory.install.journal import recover
-
+    if prefix.is_symlink():  # every path below is checked to be under no link: the prefix too
+        raise UserInputError(
+            f"{prefix} is a symbolic link",
+            "pass the directory it points to: the environment is updated in place",
+        )
     recover(prefix, say)  # an update that died here is undone first: its marker is the old one
     recorded = _marker(prefix)
     target = cast(Platform, recorded["platform"])  # parse_marker: one of PLATFORMS
@@ -143,7 +144,7 @@ def update_environment(
     records = _records(prefix)
     dists = _pip_dists(prefix, records)
     changes = compare(
-        _installed(target, wanted, records, dists),
+        _installed(prefix, target, wanted, records, dists),
         LockSide(str(lock_path), {target: tuple(wanted)}, {}),
     )
     python_moves = _python(r for _, r in records) != _python(
@@ -317,6 +318,7 @@ def _records(prefix: Path) -> list[Record]:
 
 
 def _installed(
+    prefix: Path,
     platform: Platform,
     wanted: Sequence[LockedPackage],
     records: Sequence[Record],
@@ -347,9 +349,7 @@ def _installed(
         else:  # where an installed distribution came from is not recorded: shown as the lock's
             url = locked.url if locked is not None else "installed"
             packages.append(LockedPackage("pip", dist.name, dist.version, platform, url=url))
-    return LockSide(
-        str(records[0][0].parent.parent) if records else "", {platform: tuple(packages)}, {}
-    )
+    return LockSide(str(prefix), {platform: tuple(packages)}, {})
 
 
 def _kept(
@@ -440,7 +440,11 @@ def _pip_dists(prefix: Path, records: Sequence[Record]) -> list[_Dist]:
     for _, rec in records:
         conda_owned.update(f for f in rec.get("files", []) if isinstance(f, str))
     out = []
-    for metadata in sorted(prefix.glob("[Ll]ib/**/site-packages/*.dist-info/METADATA")):
+    found = [
+        *prefix.glob("lib/python*/site-packages/*.dist-info/METADATA"),  # unix
+        *prefix.glob("Lib/site-packages/*.dist-info/METADATA"),  # windows
+    ]
+    for metadata in sorted(found):
         relative = metadata.relative_to(prefix).as_posix()
         if relative in conda_owned:
             continue
@@ -492,6 +496,9 @@ def _aside(
         )
         try:
             check_all_relative(what, paths)
+            own = next((rel for rel in paths if ownfiles.is_own_path(rel)), None)
+            if own is not None:
+                raise UnsafePackage(f"{what} lists {own}, one of envfactory's own paths", "")
         except UnsafePackage as exc:
             raise UserInputError(
                 f"{prefix}/conda-meta/{path.name}: {exc.message}",
@@ -504,7 +511,12 @@ def _aside(
     for _, rec in records:
         conda_owned.update(f for f in rec.get("files", []) if isinstance(f, str))
     for dist in dists:
-        out += [p for p in _dist_files(prefix, dist) if p not in conda_owned]
+        # never a conda package's file, nor envfactory's own, whatever a RECORD says
+        out += [
+            p
+            for p in _dist_files(prefix, dist)
+            if p not in conda_owned and not ownfiles.is_own_path(p)
+        ]
     return list(dict.fromkeys(out))
 
 
