@@ -47,6 +47,7 @@ from envfactory.cache.pathcheck import (
 )
 from envfactory.cache.pkgcache import CacheProgress, PackageCache, saying_waits
 from envfactory.cache.staging import INTERRUPTS, handling, interrupts_deferred
+from envfactory.cache.summary import read_summary, stamps_hold
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
 from envfactory.install.create import (
@@ -151,7 +152,7 @@ def update_environment(
         {"name": p.name, "version": p.version} for p in wanted if p.manager == "conda"
     )
     keep = _kept(records, wanted, cache, python_moves)
-    kept = {path.name[: -len(".json")] for path, _ in keep}
+    kept = {path.name[: -len(".json")]: proof for path, _, proof in keep}
     drop = [(path, rec) for path, rec in records if path.name[: -len(".json")] not in kept]
     pip_kept = _pip_kept(dists, wanted, python_moves)
     aside = _aside(prefix, drop, [d for d in dists if d.name not in pip_kept], records)
@@ -180,23 +181,29 @@ def update_environment(
         )
     python = meta.python or _python_of(conda)
     umask = _umask()
-    python_record = next((p for p, r in keep if r.get("name") == "python"), None)
+    python_record = next((p for p, r, _ in keep if r.get("name") == "python"), None)
 
     try:
         with handling(INTERRUPTS - {signal.SIGINT}, _interrupt):
             journal = Journal.start(prefix, say)
             try:
                 say(f"{len(conda)} conda packages: checking them into the cache {cache.root}")
-                with cache.acquire(conda, saying_waits(cache_progress, say)) as lease:
-                    check_links_across(
-                        {
-                            pkg.describe(): (c.directory, c.summary)
-                            for pkg, c in zip(conda, lease, strict=True)
-                        }
-                    )
-                    hits = sum(1 for c in lease if c.outcome == "cached")
+                # only what is linked is leased from the cache; the kept packages were
+                # checked against their entries' summaries when planned (``_kept``)
+                leased = [pkg for pkg, _ in linking]
+                with cache.acquire(leased, saying_waits(cache_progress, say)) as lease:
+                    across = {
+                        pkg.describe(): (c.directory, c.summary)
+                        for pkg, c in zip(leased, lease, strict=True)
+                    }
+                    for stem, proof in kept.items():  # _kept keeps only summarized entries
+                        if proof.summary is not None:
+                            across[stem] = (Path(proof.source), proof.summary)
+                    check_links_across(across)
+                    hits = len(keep) + sum(1 for c in lease if c.outcome == "cached")
                     # what the post-link check holds each record in conda-meta/ to
-                    linked = {c.name: Linked(str(c.directory), c.summary) for c in lease}
+                    linked = dict(kept)
+                    linked.update({c.name: Linked(str(c.directory), c.summary) for c in lease})
                     new = journal.new
                     if linking:
                         say(f"linking {len(linking)} conda packages")
@@ -357,10 +364,12 @@ def _kept(
     wanted: Sequence[LockedPackage],
     cache: PackageCache,
     python_moves: bool,
-) -> list[Record]:
+) -> list[tuple[Path, dict[str, Any], Linked]]:
     """The prefix's records of conda packages the lock still holds, byte for byte (same
-    file hash), linked from the entry the cache holds for them now (the post-link check
-    holds every record to that entry)."""
+    file hash), linked from the entry the cache holds for them now, with that entry (the
+    post-link check holds every record to it). An entry that has no summary, or whose files
+    no longer have the size, mtime and inode they had when it was checked, is not kept: its
+    package is linked anew, through the cache's checks."""
     locked = {(p.name, p.version, p.build): p for p in wanted if p.manager == "conda"}
     out = []
     for path, rec in records:
@@ -384,7 +393,10 @@ def _kept(
             continue
         if path.name != f"{pkg.name}-{pkg.version}-{pkg.build}.json":
             continue  # not where rattler puts its record: linked anew
-        out.append((path, rec))
+        summary = read_summary(entry.parent, pkg.sha256)
+        if summary is None or not stamps_hold(entry, summary):
+            continue
+        out.append((path, rec, Linked(os.fspath(entry), summary)))
     return out
 
 
