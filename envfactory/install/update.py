@@ -187,7 +187,7 @@ def update_environment(
         with handling(INTERRUPTS - {signal.SIGINT}, _interrupt):
             journal = Journal.start(prefix, say)
             try:
-                say(f"{len(conda)} conda packages: checking them into the cache {cache.root}")
+                say(f"{len(linking)} conda packages: checking them into the cache {cache.root}")
                 # only what is linked is leased from the cache; the kept packages were
                 # checked against their entries' summaries when planned (``_kept``)
                 leased = [pkg for pkg, _ in linking]
