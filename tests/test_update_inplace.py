@@ -223,3 +223,31 @@ def test_a_kill_9_after_the_commit_keeps_the_update(tmp_path: Path, locks: dict[
     assert again.returncode == 0, again.stderr
     assert "finished the clean-up of an update" in again.stderr
     assert not any(p.name.startswith(".envfactory-update-") for p in env.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("signal", "event"),
+    [("SIGINT", "os.rename:12"), ("SIGTERM", "os.rename:40"), ("SIGINT", "open:2")],
+)
+def test_an_interrupt_mid_update_gives_the_old_environment_back(
+    tmp_path: Path, locks: dict[str, Path], signal: str, event: str
+) -> None:
+    """A Ctrl-C or a SIGTERM while the old files move aside (rename 12) or the new ones move in
+    (rename 40) is held back until the renames are done, then the update is undone; one while
+    the new packages are linked into the journal (the 2nd file written there) stops it before
+    the prefix is touched. Exit 130, the old environment exactly, no journal left."""
+    assert create(tmp_path, locks["A"]).returncode == 0
+    env = tmp_path / "env"
+    before = snapshot(env)
+    log = tmp_path / "crash.log"
+    name, count = event.rsplit(":", 1)
+    stopped = create(
+        tmp_path, locks["B"], "--update",
+        PYTHONPATH=str(CRASHPOINT), EF_CRASH_AFTER=f"{name}:{count}:{env}",
+        EF_CRASH_SIGNAL=signal, EF_CRASH_LOG=str(log),
+    )  # fmt: skip
+    assert log.is_file(), "the signal was never sent: the test would show nothing"
+    assert stopped.returncode == 130, stopped.stdout + stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    assert snapshot(env) == before
+    assert verify_environment(env).identical

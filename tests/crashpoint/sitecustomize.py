@@ -6,8 +6,10 @@ the create, its multiprocessing fork server and the workers forked from it.
 (PEP 578) that follows the N-th ``EVENT`` (``os.rename``, ``os.remove``, ``os.rmdir``,
 ``os.mkdir``, ``open`` for writing) on a path under ROOT (or on a name relative to a directory
 descriptor, as ``shutil.rmtree`` uses), counted per process; ``EF_CRASH_LOG`` names a file
-that gets one line each time it fires. Nothing here knows envfactory's internals: it cuts
-the process between two system calls, as a power cut or the OOM killer would."""
+that gets one line each time it fires; ``EF_CRASH_SIGNAL`` sends another signal than SIGKILL
+(``SIGINT``: a Ctrl-C that lands between the same two calls). Nothing here knows envfactory's
+internals: it cuts the process between two system calls, as a power cut or the OOM killer
+would."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ def _install() -> None:
     event, count, root = spec.split(":", 2)
     wanted = int(count)
     log = os.environ.get("EF_CRASH_LOG", "")
+    sent = getattr(signal, os.environ.get("EF_CRASH_SIGNAL", "SIGKILL"))
     state = {"seen": 0, "armed": False, "busy": False}
 
     def concerns(args: tuple[object, ...]) -> bool:
@@ -41,7 +44,7 @@ def _install() -> None:
             if log:
                 with open(log, "a") as handle:  # noqa: PTH123
                     handle.write(f"{os.getpid()} {event}:{wanted} before {name}\n")
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), sent)
         if name != event:
             return
         if name == "open" and (len(args) < 3 or not isinstance(args[2], int) or not args[2] & 3):
