@@ -251,3 +251,46 @@ def test_an_interrupt_mid_update_gives_the_old_environment_back(
     assert "Traceback" not in stopped.stderr
     assert snapshot(env) == before
     assert verify_environment(env).identical
+
+
+def test_a_new_file_over_one_the_environment_holds_changes_nothing(
+    tmp_path: Path, locks: dict[str, Path]
+) -> None:
+    """A path a new package installs is never replaced in place: a file there that no removed
+    package owns (the user's) stops the update before anything moves."""
+    assert create(tmp_path, locks["A"]).returncode == 0
+    env = tmp_path / "env"
+    (env / "share/new").mkdir(parents=True)
+    (env / "share/new/y.txt").write_text("the user's\n")
+    before = snapshot(env)
+    refused = create(tmp_path, locks["B"], "--update")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "the new lock installs share/new/y.txt, where the environment has a file" in (
+        refused.stderr
+    )
+    assert "hint: build the environment anew instead: envfactory create --force" in refused.stderr
+    assert snapshot(env) == before
+
+
+def test_an_update_running_elsewhere_is_not_interfered_with(
+    tmp_path: Path, locks: dict[str, Path]
+) -> None:
+    """A journal whose lock is held (an update running in another process) stops a second
+    update and ``verify``; nothing of it is touched."""
+    from envfactory.cache.staging import Staging
+
+    assert create(tmp_path, locks["A"]).returncode == 0
+    env = tmp_path / "env"
+    running = Staging.make(env, ".envfactory-update-")  # its flock held by this process
+    try:
+        (running.path / "journal.json").write_text('{"state": "applying"}')
+        refused = create(tmp_path, locks["B"], "--update")
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert f"error: another envfactory is updating {env}" in refused.stderr
+        checked = envfactory(tmp_path, "verify", str(env))
+        assert checked.returncode == 1
+        assert "another envfactory is updating" in checked.stderr
+        assert (running.path / "journal.json").is_file()
+    finally:
+        running.remove()
+    assert create(tmp_path, locks["B"], "--update").returncode == 0
