@@ -267,3 +267,34 @@ def test_render_with_piped_output_in_a_western_code_page(host: Path, wine: WineP
     assert done.returncode == 0, done.stderr.decode("cp1252", "replace")
     assert b"UTF-8" not in done.stderr
     assert (winhost.drive_c(wine, HOME + "\\piped") / COMBO / "environment.win-64.yml").is_file()
+
+
+def test_the_wheels_exe_launcher_runs_envfactory(
+    host: Path, wine: WinePrefix, tmp_path: Path
+) -> None:
+    """What a Windows user gets from ``pip install envfactory``: the wheel built from this
+    checkout, installed with ``installer`` in the nt scheme, gives ``Scripts\\envfactory.exe``
+    (installer's console launcher); it runs envfactory from the wheel alone (the checkout is
+    not on that Python's path), templates included: ``list`` and ``render`` work."""
+    wheel = winhost.build_wheel(tmp_path / "dist")
+    home_win = "C:\\envfactory-release"
+    exe = winhost.install_as_release(host, winhost.drive_c(wine, home_win), home_win, wheel)
+    assert exe.read_bytes()[:2] == b"MZ"  # a Windows program, not a script
+
+    def launch(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["wine", str(exe), *argv],
+            env=wine.env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            encoding="utf-8", errors="replace", timeout=300, check=False,
+        )  # fmt: skip
+
+    listed = launch("list")
+    assert listed.returncode == 0, listed.stderr
+    assert "tf114-cuda100" in listed.stdout
+    rendered = launch("render", COMBO, "-p", "win-64", "-o", "C:\\release-out")
+    assert rendered.returncode == 0, rendered.stderr
+    out = winhost.drive_c(wine, "C:\\release-out") / COMBO
+    assert (out / "environment.win-64.yml").is_file()
+    site = winhost.drive_c(wine, home_win + "\\Lib\\site-packages")
+    assert (site / "envfactory" / "templates").is_dir()
+    assert not (site / "envfactory" / "__init__.py").is_symlink()
