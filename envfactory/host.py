@@ -235,3 +235,30 @@ def wait_for_exit(pid: int) -> None:
     import select
 
     select.select([handle], [], [])  # readable once the process has exited
+
+
+# --------------------------------------------------------------------------------------------
+# Path length
+
+MAX_PATH = 260
+"""Windows' ``MAX_PATH``: a path of at most 259 characters and its terminating NUL, unless
+long paths are enabled and the program says it is long-path aware (CPython 3.6+ does).
+https://learn.microsoft.com/windows/win32/fileio/maximum-file-path-limitation"""
+
+LONG_PATHS_KEY = r"SYSTEM\CurrentControlSet\Control\FileSystem"
+
+
+def long_paths_enabled() -> bool | None:
+    """Windows: whether ``HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem`` has
+    ``LongPathsEnabled`` = 1 (False when the value is 0 or missing, Windows' default); None on
+    any other host, which has no such limit."""
+    if not WINDOWS:
+        return None
+    import winreg  # type: ignore[import-not-found,unused-ignore]
+
+    try:
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, LONG_PATHS_KEY) as key:  # type: ignore[attr-defined,unused-ignore]
+            value, _kind = winreg.QueryValueEx(key, "LongPathsEnabled")  # type: ignore[attr-defined,unused-ignore]
+    except OSError:
+        return False
+    return bool(value == 1)

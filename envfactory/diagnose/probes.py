@@ -603,6 +603,7 @@ class MachineProbes(Protocol):
     def environ(self) -> Mapping[str, str]: ...
     def cwd(self) -> str: ...
     def known_dlls(self) -> frozenset[str]: ...
+    def long_paths(self) -> bool | None: ...
     def measure_loads(
         self, prefix: Path, requests: Sequence[tuple[str, str]]
     ) -> Mapping[str, MeasuredLoad]: ...
@@ -627,6 +628,12 @@ class LiveProbes:
 
     def known_dlls(self) -> frozenset[str]:
         return read_known_dlls() if self.os_name == "windows" else frozenset()
+
+    def long_paths(self) -> bool | None:
+        """Windows' LongPathsEnabled (envfactory.host); None on Linux."""
+        from envfactory import host
+
+        return host.long_paths_enabled() if self.os_name == "windows" else None
 
     def measure_loads(
         self, prefix: Path, requests: Sequence[tuple[str, str]]
