@@ -262,3 +262,52 @@ def long_paths_enabled() -> bool | None:
     except OSError:
         return False
     return bool(value == 1)
+
+
+def registry_values(hklm_path: str) -> list[object]:
+    """The data of every value under ``HKEY_LOCAL_MACHINE\\hklm_path`` (Windows; [] elsewhere
+    or when the key cannot be read)."""
+    if not WINDOWS:
+        return []
+    import winreg  # type: ignore[import-not-found,unused-ignore]
+
+    values: list[object] = []
+    try:
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, hklm_path) as key:  # type: ignore[attr-defined,unused-ignore]
+            index = 0
+            while True:
+                try:
+                    _, value, _ = winreg.EnumValue(key, index)  # type: ignore[attr-defined,unused-ignore]
+                except OSError:
+                    break
+                values.append(value)
+                index += 1
+    except OSError:
+        return []
+    return values
+
+
+# --------------------------------------------------------------------------------------------
+# Users and links
+
+
+def user_name(uid: int) -> str:
+    """``name (uid N)`` from the POSIX user database; ``uid N`` where there is none (Windows)
+    or the uid is not in it."""
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def junction(target: Path, link: Path) -> None:
+    """A directory junction ``link`` -> ``target`` (Windows: no privilege needed, unlike a
+    symlink); OSError where the filesystem has none (wine's: "Request not supported") or on
+    another host."""
+    if not WINDOWS:
+        raise OSError(f"no directory junctions on {sys.platform}")
+    import _winapi
+
+    _winapi.CreateJunction(str(target), str(link))  # type: ignore[attr-defined,unused-ignore]

@@ -222,3 +222,27 @@ def test_doctor_reports_long_paths_off_on_windows() -> None:
     report = diagnose(catalog, combo, "win-64", gpus, on)
     assert report.to_json()["windows"]["long_paths_enabled"] is True
     assert "long-paths-disabled" not in {f.id for f in report.findings}
+
+
+def test_only_the_host_adapter_imports_a_host_only_module() -> None:
+    """Not only at import time (tests/test_architecture.py): nowhere but envfactory/host.py,
+    so what POSIX and Windows do differently (locks, users, junctions, the registry) has one
+    home, and a Linux-only run of the suite covers every caller's host-neutral path."""
+    import ast
+
+    from test_architecture import MODULES, PACKAGE, POSIX_ONLY, WINDOWS_ONLY
+
+    found = []
+    for path in MODULES:
+        if path == PACKAGE / "host.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module.split(".")[0]]
+            else:
+                continue
+            hits = [n for n in names if n in POSIX_ONLY | WINDOWS_ONLY]
+            found += [f"{path.name}:{node.lineno} {n}" for n in hits]
+    assert found == []
