@@ -153,7 +153,7 @@ def test_recommend_and_audit_say_tf211_has_no_native_windows_gpu_build(tmp_path:
 # Windows' 260-character limit: what create measures before linking (envfactory.install.
 # longpaths); the registry read and the refusal itself run under wine in test_windows_host.py.
 
-STAGING = "C:\\Users\\张三\\envs\\.tf114.envfactory-abcd1234"
+STAGING = "C:\\Users\\张三\\envs\\.tf114.envfactory-abcd1234ef56"
 FINAL = "C:\\Users\\张三\\envs\\tf114"
 
 
