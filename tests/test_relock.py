@@ -10,6 +10,7 @@ The solver and uv are the real ones; the git repository is a real one in ``tmp_p
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -240,6 +241,126 @@ def test_update_a_name_the_lock_does_not_hold(project: Path) -> None:
     assert proc.returncode == 1
     assert "error: --update reqests: not in" in proc.stderr
     assert "hint: did you mean requests?" in proc.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# lock --check on a stale lock: what a re-lock would change, as lock prints it.
+
+
+def change_lines(stdout: str) -> list[str]:
+    """The change summary in a command's output: each platform's count line and one line per
+    package (``lock`` prints them after the solve, ``lock --check`` under its reasons)."""
+    summary = re.compile(r"(app )?linux-64: (\d+ added|no changes)")
+    return [
+        line
+        for line in stdout.splitlines()
+        if summary.match(line) or line.startswith(("  + ", "  - ", "  ~ "))
+    ]
+
+
+def test_check_prints_what_the_relock_then_changes(project: Path) -> None:
+    manifest = project / "envfactory.yaml"
+    manifest.write_text(MANIFEST.replace("[requests, tqdm]", "[requests, tqdm, pandas]"))
+    check = run("lock", "--check", *flags(project), cwd=project)
+    assert check.returncode == 1, check.stdout + check.stderr
+    lines = check.stdout.splitlines()
+    assert lines[0].endswith("locks/app/conda-lock.yml is stale: app (project environment, "
+                             "combo tf114-cuda101)")  # fmt: skip
+    assert lines[1:4] == [
+        "  linux-64: conda changed: +pandas",
+        "a re-lock would change:",
+        "app linux-64: 4 added, 0 removed, 0 changed, 17 unchanged",
+    ]
+    assert lines[-1].startswith("regenerate: envfactory lock app --channel-map defaults=")
+    assert git(project, "status", "--porcelain") == " M envfactory.yaml\n"  # nothing written
+    as_json = run("lock", "--check", "--json", *flags(project), cwd=project)
+    assert as_json.returncode == 1
+    view = json.loads(as_json.stdout)["environments"]["app"]
+    assert (view["fresh"], view["changes_unavailable"]) == (False, None)
+
+    dry = run("lock", "--dry-run", "--json", *flags(project), cwd=project)
+    assert dry.returncode == 0, dry.stderr
+    assert view["changes"] == json.loads(dry.stdout)["environments"]["app"]["changes"]
+    relock = run("lock", *flags(project), cwd=project)
+    assert relock.returncode == 0, relock.stderr
+    # the very lines lock printed when it re-locked: pandas and its three new dependencies
+    assert change_lines(check.stdout) == change_lines(relock.stdout)
+    assert len(change_lines(relock.stdout)) == 5
+    assert "  + pandas 0.24.2 py37he6710b0_0 (file://" in relock.stdout
+    fresh = run("lock", "--check", *flags(project), cwd=project)
+    assert fresh.returncode == 0, fresh.stdout
+    assert "is up to date" in fresh.stdout and "re-lock" not in fresh.stdout
+
+
+@pytest.fixture
+def channel_gone(project: Path) -> Iterator[Path]:
+    """The project's conda channel out of reach (moved away; put back after the test)."""
+    channel = project.parent / "defaults"
+    away = project.parent / "defaults.away"
+    channel.rename(away)
+    try:
+        yield channel
+    finally:
+        away.rename(channel)
+
+
+def test_check_without_the_channels_still_names_what_changed(
+    project: Path, channel_gone: Path
+) -> None:
+    # an up-to-date lock is not solved: no channel needed
+    fresh = run("lock", "--check", *flags(project), cwd=project)
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    manifest = project / "envfactory.yaml"
+    manifest.write_text(MANIFEST.replace("[requests, tqdm]", "[requests, tqdm, pandas]"))
+    check = run("lock", "--check", *flags(project), cwd=project)
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert "Traceback" not in check.stderr
+    lines = check.stdout.splitlines()
+    assert lines[1] == "  linux-64: conda changed: +pandas"
+    unreachable = f"cannot read the channels {channel_gone.as_uri()}"
+    assert lines[2].startswith(f"what a re-lock would change is not shown: {unreachable}")
+    assert any(line.startswith("  hint: check the channel map") for line in lines)
+    assert lines[-1].startswith("regenerate: envfactory lock app")
+    as_json = run("lock", "--check", "--json", *flags(project), cwd=project)
+    assert as_json.returncode == 1
+    view = json.loads(as_json.stdout)["environments"]["app"]
+    assert view["reasons"] == ["linux-64: conda changed: +pandas"]
+    assert view["changes"] is None
+    assert view["changes_unavailable"].startswith("cannot read the channels")
+
+
+# --------------------------------------------------------------------------------------------
+# --solver conda-lock cannot keep a lock: refused where it would have to.
+
+
+def test_conda_lock_solver_refuses_a_sticky_relock(project: Path, tmp_path: Path) -> None:
+    before = git(project, "status", "--porcelain")
+    relock = run("lock", "--solver", "conda-lock", *flags(project), cwd=project)
+    assert relock.returncode == 1, relock.stdout + relock.stderr
+    assert "error: a re-lock of " in relock.stderr
+    assert "with --solver conda-lock: conda-lock cannot keep the locked packages" in relock.stderr
+    assert "hint: use the default solver (drop --solver conda-lock)" in relock.stderr
+    assert "--update-all" in relock.stderr
+    one = run("lock", "-u", "requests", "--solver", "conda-lock", *flags(project), cwd=project)
+    assert one.returncode == 1
+    assert "error: --update requests with --solver conda-lock:" in one.stderr
+    assert git(project, "status", "--porcelain") == before  # nothing written
+    # --update-all asks for a solve from scratch: conda-lock runs (and here finds no conda)
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path)}
+    scratch = subprocess.run(
+        [ENVFACTORY, "lock", "--solver", "conda-lock", "--update-all", *flags(project)],
+        cwd=project, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert scratch.returncode == 2, scratch.stdout + scratch.stderr
+    assert "--solver conda-lock needs conda, mamba or micromamba" in scratch.stderr
+    # lock --check cannot show a conda-lock re-lock: it says why, and names the reasons
+    check = run("lock", "--check", "--solver", "conda-lock", *flags(project), cwd=project)
+    assert check.returncode == 1
+    assert "  linux-64: solver changed:" in check.stdout
+    assert (
+        "what a re-lock would change is not shown: --solver conda-lock re-locks only from "
+        "scratch (--update-all)" in check.stdout
+    )
 
 
 # --------------------------------------------------------------------------------------------
