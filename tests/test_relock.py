@@ -399,6 +399,50 @@ def test_diff_markdown_for_a_pull_request(project: Path) -> None:
     assert "| ~ | `urllib3` | 1.25.3 py37_0 | 1.25.8 py37_0 |  |" in lines
 
 
+def test_diff_markdown_per_platform_marks_the_combos_pins(
+    test_channels: dict[str, Path], tmp_path: Path
+) -> None:
+    """A pull request that moves an environment from tf114-cuda100 (linux-64, win-64; TF from
+    pip) to tf114-cuda101 (linux-64; TF from conda): one table per platform, the packages the
+    combo pins marked, what nothing names unmarked."""
+    project = tmp_path / "pr"
+    project.mkdir()
+    manifest = project / "envfactory.yaml"
+    env = "environments:\n  legacy:\n    combo: {}\n    platforms: [{}]\n"
+    manifest.write_text(env.format("tf114-cuda100", "linux-64, win-64"))
+    where = ["--channel-map", f"defaults={test_channels['defaults']}",
+             "--pip-index", str(test_channels["wheels"])]  # fmt: skip
+    assert run("lock", *where, cwd=project).returncode == 0
+    git(project, "init", "-q", "-b", "main")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "legacy on CUDA 10.0")
+    manifest.write_text(env.format("tf114-cuda101", "linux-64"))
+    assert run("lock", *where, cwd=project).returncode == 0
+
+    proc = run("diff", "--format", "markdown", cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "#### `HEAD:locks/legacy/conda-lock.yml` → `locks/legacy/conda-lock.yml`"
+    linux = lines.index("**linux-64**: 4 added, 23 removed, 3 changed, 3 unchanged")
+    windows = lines.index("**win-64**: 0 added, 29 removed, 0 changed, 0 unchanged")
+    assert linux < windows
+    header = ["", "| | package | old | new | |", "| --- | --- | --- | --- | --- |"]
+    assert lines[linux + 1 : linux + 4] == header
+    assert lines[windows + 1 : windows + 4] == header
+    on_linux, on_windows = lines[linux:windows], lines[windows:]
+    # the combo's pins, marked; the move from the pip wheel to the conda package is a change
+    # of manager and channel
+    assert "| ~ | `cudatoolkit` | 10.0.130 0 | 10.1.243 h6bb024c_0 | pinned |" in on_linux
+    assert "| + | `tensorflow-base` |  | 1.14.0 gpu_py37he45bfe2_0 | pinned |" in on_linux
+    (tf,) = [line for line in on_linux if line.startswith("| ~ | `tensorflow-gpu` |")]
+    assert "| 1.14.0 (pip) file://" in tf and "| 1.14.0 h0d30ee6_0 (conda) file://" in tf
+    assert tf.endswith(" | pinned |")
+    # a pip dependency nothing names is not marked; the platform that goes loses everything
+    assert "| - | `absl-py` | 2.1.0 (pip) |  |  |" in on_linux
+    assert "| - | `python` | 3.7.3 h8c8aaf0_1 |  | pinned |" in on_windows
+    assert not any("`python`" in line for line in on_linux)  # python 3.7.3 stays on linux-64
+
+
 def test_diff_of_a_new_environment_and_bad_revisions(project: Path) -> None:
     manifest = project / "envfactory.yaml"
     manifest.write_text(

@@ -138,7 +138,8 @@ def lock(
         "--solver",
         metavar="[rattler|conda-lock]",
         help="rattler (in-process, the default) or conda-lock (runs 'conda-lock lock' with your "
-        "conda, mamba or micromamba).",
+        "conda, mamba or micromamba; it solves from scratch, so over an existing lock it needs "
+        "--update-all).",
     ),
     check: bool = typer.Option(
         False,
