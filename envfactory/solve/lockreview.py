@@ -336,8 +336,8 @@ def relock_preview(
         return RelockPreview(
             unavailable="--solver conda-lock re-locks only from scratch (--update-all), which "
             "this check does not run",
-            hint="see what the default solver would change: envfactory lock NAME --dry-run "
-            "(without --solver conda-lock)",
+            hint="see what the default solver, which keeps the lock, would change: "
+            f"envfactory lock {request.name} --dry-run (without --solver conda-lock)",
         )
     if progress is not None:
         progress(f"solving {request.name} (dry run) to show what a re-lock would change")
