@@ -361,6 +361,10 @@ def test_conda_lock_solver_refuses_a_sticky_relock(project: Path, tmp_path: Path
         "what a re-lock would change is not shown: --solver conda-lock re-locks only from "
         "scratch (--update-all)" in check.stdout
     )
+    # the command it names runs: with conda-lock, a re-lock is one from scratch
+    regenerate = check.stdout.splitlines()[-1]
+    assert regenerate.startswith("regenerate: envfactory lock app --solver conda-lock --channel")
+    assert regenerate.endswith(" --update-all")
 
 
 # --------------------------------------------------------------------------------------------

@@ -792,6 +792,8 @@ def _regenerate(request: LockRequest, virtual_package_spec: Path | None, out: Pa
     import shlex
 
     parts = [request.regenerate(full=True)]
+    if request.solver == "conda-lock":
+        parts.append("--update-all")  # conda-lock cannot keep a lock (relock.check_solver)
     if virtual_package_spec is not None:
         parts.append(f"--virtual-package-spec {shlex.quote(str(virtual_package_spec))}")
     if out is not None:
