@@ -5,7 +5,8 @@ Each machine is what ``set``, ``dir /b`` of the folders on the search path and t
 unpacked into ``C:\\tools\\cuda\\bin``, CUDA 10.0 from NVIDIA's installer with its
 ``CUDA_PATH_V10_0``), the layouts users report in tensorflow/tensorflow#22794 and #36111
 (a ``cudnn64_7.dll`` in ``C:\\tools\\cuda\\bin`` or System32). The same machine is checked
-with a Python 3.7 and a Python 3.9 environment: Windows' rules differ between them.
+with a Python 3.7 and a Python 3.9 environment: Windows' rules differ between them. The last
+tests read machines recorded in public issues (tests/data/probes/win10-*, see SOURCES.md there).
 """
 
 from __future__ import annotations
