@@ -200,6 +200,14 @@ def update_environment(
                         if proof.summary is not None:
                             across[stem] = (Path(proof.source), proof.summary)
                     check_links_across(across)
+                    from envfactory.install import longpaths  # Windows' path limit
+
+                    longpaths.check_create(  # new/ and old/ are the longest paths written
+                        journal.new,
+                        prefix,
+                        (c.directory for c in lease),
+                        (tree.manifest for _pkg, tree in (pip_files.wheels if pip_files else ())),
+                    )
                     hits = len(keep) + sum(1 for c in lease if c.outcome == "cached")
                     # what the post-link check holds each record in conda-meta/ to
                     linked = dict(kept)
