@@ -57,6 +57,13 @@ def lexists(path: Path) -> bool:
     return True
 
 
+def _real_directory(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
 def parent_state(prefix: Path, rel: str) -> bool:
     """Whether every directory above ``prefix/rel`` exists as a real directory (False: one is
     missing); a symbolic link or a file on the way is refused (a rename there would follow
@@ -118,9 +125,13 @@ class Journal:
         for rel in aside:
             check_relative("the update", rel)
             parent_state(self.prefix, rel)
+        moving: list[str] = []
         for rel in incoming:
             check_relative("the update", rel)
             target = self.prefix / rel
+            if _real_directory(self.new / rel) and _real_directory(target):
+                continue  # an empty directory a package lists, there already
+            moving.append(rel)
             if not parent_state(self.prefix, rel):
                 parts = Path(rel).parts[:-1]
                 for i in range(1, len(parts) + 1):
@@ -136,7 +147,7 @@ class Journal:
                     f"build the environment anew instead: envfactory create --force -p "
                     f"{self.prefix}",
                 )
-        self.plan = {"state": "applying", "aside": list(aside), "incoming": list(incoming),
+        self.plan = {"state": "applying", "aside": list(aside), "incoming": moving,
                      "made": made}  # fmt: skip
         self._write_plan()
         old = self.path / OLD
@@ -145,9 +156,9 @@ class Journal:
             if not lexists(source):
                 continue  # gone already (removed by hand): nothing to keep
             destination = old / rel
-            ownfiles.real_directories(self.path, str(Path(OLD) / rel).rpartition("/")[0])
+            ownfiles.real_directories(self.path, f"{OLD}/{rel}".rpartition("/")[0])
             source.rename(destination)
-        for rel in incoming:
+        for rel in moving:
             parent = rel.rpartition("/")[0]
             if parent:
                 ownfiles.real_directories(self.prefix, parent)
@@ -235,7 +246,7 @@ def _undo(prefix: Path, journal: Path) -> str:
         if not parent_state(prefix, rel) or lexists(new / rel):
             continue  # never moved in
         target = prefix / rel
-        if stat.S_ISDIR(os.lstat(target).st_mode) if lexists(target) else False:
+        if _real_directory(target):
             target.rmdir()  # an empty directory a package lists
         elif lexists(target):
             target.unlink()  # moved in by the update: a link of the cache, or a file it wrote
