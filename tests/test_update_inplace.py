@@ -44,7 +44,10 @@ SIX = Crafted(
     index={"noarch": "python"},
 )
 KEEP = Crafted("keep", files={f"lib/keep/k{i}.so": f"keep {i}\n".encode() for i in range(5)})
-OLD = Crafted("old", files={"share/old/x.txt": b"old\n", "bin/oldtool": b"#!/bin/sh\n"})
+OLD = Crafted(
+    "old",
+    files={"share/old/x.txt": b"old\n", "bin/oldtool": b"#!/bin/sh\n", "share/old/tool.py": b""},
+)
 NEW = Crafted("new", files={"share/new/y.txt": b"new\n"})
 
 
@@ -103,6 +106,9 @@ def snapshot(prefix: Path) -> dict[str, tuple[str, int, bytes]]:
 def test_an_update_in_place_links_only_what_differs(tmp_path: Path, locks: dict[str, Path]) -> None:
     assert create(tmp_path, locks["A"]).returncode == 0
     env = tmp_path / "env"
+    # bytecode Python wrote for a module of the package the update removes (listed nowhere)
+    (env / "share/old/__pycache__").mkdir()
+    (env / "share/old/__pycache__/tool.cpython-37.pyc").write_bytes(b"pyc")
     before = snapshot(env)
     updated = create(tmp_path, locks["B"], "--update")
     assert updated.returncode == 0, updated.stderr
@@ -208,14 +214,14 @@ def test_a_kill_9_mid_update_is_rolled_back_by_the_next_run(
 
 
 def test_a_kill_9_after_the_commit_keeps_the_update(tmp_path: Path, locks: dict[str, Path]) -> None:
-    """Cut after the journal says ``committed`` (the 51st rename: 1 journal, 25 paths aside, 24
+    """Cut after the journal says ``committed`` (the 52nd rename: 1 journal, 26 paths aside, 24
     in, then the commit's journal): the update stands; the next run only clears the journal."""
     assert create(tmp_path, locks["A"]).returncode == 0
     env = tmp_path / "env"
     log = tmp_path / "crash.log"
     killed = create(
         tmp_path, locks["B"], "--update",
-        PYTHONPATH=str(CRASHPOINT), EF_CRASH_AFTER=f"os.rename:51:{env}", EF_CRASH_LOG=str(log),
+        PYTHONPATH=str(CRASHPOINT), EF_CRASH_AFTER=f"os.rename:52:{env}", EF_CRASH_LOG=str(log),
     )  # fmt: skip
     assert log.is_file() and killed.returncode == -9
     assert verify_environment(env).identical  # the new environment, whole

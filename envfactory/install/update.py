@@ -506,6 +506,7 @@ def _aside(
     ``RECORD``, its ``.dist-info``, the bytecode Python wrote for its modules). Each path is
     checked to be relative and inside the prefix: a prefix is untrusted input."""
     out: list[str] = []
+    listings: dict[str, list[str]] = {}
     for path, rec in drop:
         what = f"{rec['name']} {rec['version']} {rec.get('build', '')}".strip()
         listed = _paths(rec)
@@ -526,6 +527,8 @@ def _aside(
                 f"--force -p {prefix}",
             ) from None
         out += paths
+        # the bytecode Python (or create --compile) wrote for its modules, listed nowhere
+        out += [b for rel in paths for b in _bytecode(prefix, rel, listings)]
         out.append(f"conda-meta/{path.name}")
     conda_owned: set[str] = set()
     for _, rec in records:
@@ -556,14 +559,28 @@ def _dist_files(prefix: Path, dist: _Dist) -> Iterator[str]:
                 f"envfactory create --force -p {prefix}",
             )
         yield rel
-        if rel.endswith(".py"):
-            folder, _, name = rel.rpartition("/")
-            for cached in sorted((prefix / folder / "__pycache__").glob(f"{name[:-3]}.*.pyc")):
-                yield f"{folder}/__pycache__/{cached.name}"
+        yield from _bytecode(prefix, rel)
     for root, dirs, files in os.walk(prefix / dist.info):
         here = Path(root).relative_to(prefix).as_posix()
         for name in [*files, *(d for d in dirs if (Path(root) / d).is_symlink())]:
             yield f"{here}/{name}"
+
+
+def _bytecode(prefix: Path, rel: str, seen: dict[str, list[str]] | None = None) -> list[str]:
+    """The ``__pycache__`` files of the module ``rel`` (none unless it is a ``.py``);
+    ``seen``: the listings of the ``__pycache__`` directories read so far."""
+    if not rel.endswith(".py"):
+        return []
+    folder, _, name = rel.rpartition("/")
+    cache = f"{folder}/__pycache__" if folder else "__pycache__"
+    listings = {} if seen is None else seen
+    if cache not in listings:
+        try:
+            listings[cache] = sorted(p.name for p in (prefix / cache).iterdir())
+        except OSError:
+            listings[cache] = []
+    stem = name[: -len(".py")] + "."
+    return [f"{cache}/{f}" for f in listings[cache] if f.startswith(stem) and f.endswith(".pyc")]
 
 
 def _own_files(prefix: Path) -> list[str]:
