@@ -385,14 +385,7 @@ def create_environment(
             activation, note = _activation(meta, str(lock_path), staging.path, target_platform)
             if meta.variables:
                 _write_state(staging.path, dict(meta.variables))
-            marker = {"lock": str(lock_path.resolve()), "platform": target_platform}
-            if meta.combo:
-                marker["combo"] = meta.combo
-            if meta.environment:
-                marker["environment"] = meta.environment
-            ownfiles.write_file(
-                staging.path, f"conda-meta/{MARKER}", (json.dumps(marker, indent=1) + "\n").encode()
-            )
+            write_marker(staging.path, meta, lock_path, target_platform)
             _apply_umask(staging.path, activation, umask)
             staging.release_marker()
             _move_into_place(staging, prefix, staging_prefix)
@@ -417,6 +410,19 @@ def create_environment(
         pip_files.downloaded if pip_files else 0,
         pip_files.cached if pip_files else 0,
         pip_files.built if pip_files else (),
+    )
+
+
+def write_marker(prefix: Path, meta: LockMetadata, lock_path: Path, platform: Platform) -> None:
+    """``conda-meta/envfactory.json``: which lock (and combo, project environment) built the
+    prefix, for which platform."""
+    marker = {"lock": str(lock_path.resolve()), "platform": platform}
+    if meta.combo:
+        marker["combo"] = meta.combo
+    if meta.environment:
+        marker["environment"] = meta.environment
+    ownfiles.write_file(
+        prefix, f"conda-meta/{MARKER}", (json.dumps(marker, indent=1) + "\n").encode()
     )
 
 

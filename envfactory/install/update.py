@@ -35,9 +35,10 @@ import signal
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from envfactory import ownfiles
+from envfactory.cache.lease import Lease
 from envfactory.cache.pathcheck import (
     Linked,
     UnsafePackage,
@@ -54,6 +55,7 @@ from envfactory.install.create import (
     MARKER,
     CreateResult,
     Interrupted,
+    LockPackages,
     _activation,
     _apply_umask,
     _import_the_rest,
@@ -64,12 +66,17 @@ from envfactory.install.create import (
     _umask,
     _write_state,
     lock_packages,
+    write_marker,
 )
 from envfactory.install.journal import Journal, recover
 from envfactory.lockfile.diff import LockDiff, LockSide, compare
 from envfactory.lockfile.models import LockedPackage
+from envfactory.lockfile.record import LockMetadata
 from envfactory.progress import Progress
 from envfactory.solve.channels import ChannelMap
+
+if TYPE_CHECKING:
+    from envfactory.install.pipside import Prepared
 
 Record = tuple[Path, dict[str, Any]]
 
@@ -117,9 +124,6 @@ def update_environment(
     cache_progress: CacheProgress | None = None,
 ) -> UpdateResult:
     """Bring the environment at ``prefix`` (made by ``envfactory create``) to ``lock_path``."""
-    from envfactory.lockfile.read import read_lock
-    from envfactory.solve import rattler_adapter
-
     say = progress or (lambda _m: None)
     prefix = prefix.expanduser().absolute()
     if prefix.is_symlink():  # every path below is checked to be under no link: the prefix too
@@ -128,155 +132,42 @@ def update_environment(
             "pass the directory it points to: the environment is updated in place",
         )
     recover(prefix, say)  # an update that died here is undone first: its marker is the old one
-    recorded = _marker(prefix)
-    target = cast(Platform, recorded["platform"])  # parse_marker: one of PLATFORMS
-    if platform is not None and platform != target:
-        raise UserInputError(
-            f"{prefix} is a {target} environment, not {platform}",
-            "drop --platform, or create a new environment for the other platform",
-        )
     cache = sources.cache or PackageCache()
-    lock = read_lock(lock_path, memo=cache.memo)
-    conda, locked, wheels, wheel_dir = lock_packages(
-        lock, lock_path, target, sources.channel_map, sources.wheel_dir
-    )
-    meta = lock.metadata
-    wanted = [p for p in lock.packages if p.platform == target]
-    records = _records(prefix)
-    dists = _pip_dists(prefix, records)
-    changes = compare(
-        _installed(prefix, target, wanted, records, dists),
-        LockSide(str(lock_path), {target: tuple(wanted)}, {}),
-    )
-    python_moves = _python(r for _, r in records) != _python(
-        {"name": p.name, "version": p.version} for p in wanted if p.manager == "conda"
-    )
-    keep = _kept(records, wanted, cache, python_moves)
-    kept = {path.name[: -len(".json")]: proof for path, _, proof in keep}
-    drop = [(path, rec) for path, rec in records if path.name[: -len(".json")] not in kept]
-    pip_kept = _pip_kept(dists, wanted, python_moves)
-    aside = _aside(prefix, drop, [d for d in dists if d.name not in pip_kept], records)
-    linking = [
-        (pkg, rec)
-        for pkg, rec in zip(conda, locked, strict=True)
-        if f"{pkg.name}-{pkg.version}-{pkg.build}" not in kept
-    ]
-    new_wheels = [w for w in wheels if _canonical(w.name) not in pip_kept]
+    plan = _plan(lock_path, prefix, platform, sources, cache)
     say(
-        f"updating {prefix} in place: {len(keep)} conda packages kept, {len(linking)} to link, "
-        f"{len(drop)} to unlink"
+        f"updating {prefix} in place: {len(plan.kept)} conda packages kept, "
+        f"{len(plan.linking)} to link, {plan.unlinked} to unlink"
     )
     pip_files = None
-    if new_wheels:
+    if plan.wheels:
         from envfactory.install import pipside
 
-        say(f"{len(new_wheels)} pip files: checking them into the cache {cache.root}")
+        say(f"{len(plan.wheels)} pip files: checking them into the cache {cache.root}")
         pip_files = pipside.prepare(
-            new_wheels,
+            plan.wheels,
             cache.root,
-            platform=target,
+            platform=plan.target,
             allow_build=sources.allow_build,
             say=say,
-            index=wheel_dir,
+            index=plan.packages.wheel_dir,
         )
-    python = meta.python or _python_of(conda)
     umask = _umask()
-    python_record = next((p for p, r, _ in keep if r.get("name") == "python"), None)
-
     try:
         with handling(INTERRUPTS - {signal.SIGINT}, _interrupt):
             journal = Journal.start(prefix, say)
             try:
-                say(f"{len(linking)} conda packages: checking them into the cache {cache.root}")
-                # only what is linked is leased from the cache; the kept packages were
-                # checked against their entries' summaries when planned (``_kept``)
-                leased = [pkg for pkg, _ in linking]
+                # only what is linked is leased from the cache; the kept packages were held to
+                # their entries' summaries when planned (``_kept``)
+                leased = [pkg for pkg, _ in plan.linking]
+                say(f"{len(leased)} conda packages: checking them into the cache {cache.root}")
                 with cache.acquire(leased, saying_waits(cache_progress, say)) as lease:
-                    across = {
-                        pkg.describe(): (c.directory, c.summary)
-                        for pkg, c in zip(leased, lease, strict=True)
-                    }
-                    for stem, proof in kept.items():  # _kept keeps only summarized entries
-                        if proof.summary is not None:
-                            across[stem] = (Path(proof.source), proof.summary)
-                    check_links_across(across)
-                    from envfactory.install import longpaths  # Windows' path limit
-
-                    longpaths.check_create(  # new/ and old/ are the longest paths written
-                        journal.new,
-                        prefix,
-                        (c.directory for c in lease),
-                        (tree.manifest for _pkg, tree in (pip_files.wheels if pip_files else ())),
-                    )
-                    hits = len(keep) + sum(1 for c in lease if c.outcome == "cached")
+                    _check_together(plan, leased, lease, journal.new, pip_files)
+                    activation, note = _fill(journal.new, plan, lease, pip_files, umask, say)
                     # what the post-link check holds each record in conda-meta/ to
-                    linked = dict(kept)
+                    linked = dict(plan.kept)
                     linked.update({c.name: Linked(str(c.directory), c.summary) for c in lease})
-                    new = journal.new
-                    if linking:
-                        say(f"linking {len(linking)} conda packages")
-                        records_for = [rec for _, rec in linking]
-                        if python_record is not None:
-                            # rattler reads new/conda-meta: python is there, not linked again, and
-                            # the noarch: python packages go under its site-packages
-                            ownfiles.write_file(
-                                new, f"conda-meta/{python_record.name}", python_record.read_bytes()
-                            )
-                            records_for += [p for p in locked if p.name == "python"]
-                        _to_the_end(
-                            lambda: rattler_adapter.install(
-                                records_for, new, target, lease.view, final_prefix=prefix
-                            ),
-                            meanwhile=_import_the_rest if meta.activation or meta.combo else None,
-                        )
-                        if python_record is not None:
-                            (new / "conda-meta" / python_record.name).unlink()
-                        names = {f"{p.name}-{p.version}-{p.build}" for p, _ in linking}
-                        _point_records_at_entries(
-                            new,
-                            {
-                                c.name: (lease.source(c), str(c.directory))
-                                for c in lease
-                                if c.name in names
-                            },
-                        )
-                    if pip_files is not None:
-                        from envfactory.install import pipside
-
-                        say(f"installing {len(new_wheels)} pip packages")
-                        requirements = meta.inputs.get(target, {}).get("pip") or []
-                        pipside.install(
-                            pip_files,
-                            new,
-                            prefix,
-                            target,
-                            python,
-                            pipside.requested([str(r) for r in requirements]),
-                        )
-                    activation, note = _activation(meta, str(lock_path), new, target)
-                    if meta.variables:
-                        _write_state(new, dict(meta.variables))
-                    marker = {"lock": str(lock_path.resolve()), "platform": target}
-                    if meta.combo:
-                        marker["combo"] = meta.combo
-                    if meta.environment:
-                        marker["environment"] = meta.environment
-                    ownfiles.write_file(
-                        new, f"conda-meta/{MARKER}", (json.dumps(marker, indent=1) + "\n").encode()
-                    )
-                    _apply_umask(new, activation, umask)
-                    for rel in _RATTLER_OWN:  # what rattler writes into every prefix: kept
-                        if os.path.lexists(prefix / rel) and os.path.lexists(new / rel):
-                            (new / rel).unlink()
-                    incoming = _incoming(new)
-                    aside += _own_files(prefix)
-                    came: list[int] = []
-                    with handling(INTERRUPTS, lambda signum, _frame: came.append(signum)):
-                        journal.apply(aside, incoming)
-                        check_installed(prefix, linked)
-                        if came:  # held back while the files moved: the update is undone
-                            raise Interrupted(signal.Signals(came[0]).name)
-                        journal.commit()
+                    hits = len(plan.kept) + sum(1 for c in lease if c.outcome == "cached")
+                    _apply(journal, [*plan.aside, *_own_files(prefix)], linked)
             except BaseException:
                 with interrupts_deferred():
                     journal.rollback()
@@ -292,13 +183,12 @@ def update_environment(
             "environment anew with --force instead of --update",
         ) from None
     say(f"updated {prefix}")
-    moved = tuple(prefix / p.relative_to(new) for p in activation)
     created = CreateResult(
         prefix,
-        target,
-        len(conda),
-        len(wheels),
-        moved,
+        plan.target,
+        len(plan.packages.conda),
+        len(plan.packages.wheels),
+        tuple(prefix / p.relative_to(journal.new) for p in activation),
         note,
         None,
         hits,
@@ -306,7 +196,175 @@ def update_environment(
         pip_files.cached if pip_files else 0,
         pip_files.built if pip_files else (),
     )
-    return UpdateResult(created, changes, len(keep))
+    return UpdateResult(created, plan.changes, len(plan.kept))
+
+
+class _Plan(NamedTuple):
+    """What an update does, decided before anything is written."""
+
+    lock_path: Path
+    prefix: Path
+    target: Platform
+    meta: LockMetadata
+    packages: LockPackages
+    changes: LockDiff
+    kept: dict[str, Linked]  # record name (name-version-build) -> the entry it is held to
+    python_record: Path | None  # the kept python's record, when python is kept
+    linking: list[tuple[LockedPackage, LockedPackage]]  # relocated, and as conda-meta has it
+    unlinked: int  # conda packages unlinked
+    wheels: list[LockedPackage]  # the pip files to install
+    aside: list[str]  # the paths of what is unlinked and uninstalled
+
+
+def _plan(
+    lock_path: Path,
+    prefix: Path,
+    platform: Platform | None,
+    sources: PackageSources,
+    cache: PackageCache,
+) -> _Plan:
+    """The lock read and checked, the prefix read, what stays and what goes."""
+    from envfactory.lockfile.read import read_lock
+
+    recorded = _marker(prefix)
+    target = cast(Platform, recorded["platform"])  # parse_marker: one of PLATFORMS
+    if platform is not None and platform != target:
+        raise UserInputError(
+            f"{prefix} is a {target} environment, not {platform}",
+            "drop --platform, or create a new environment for the other platform",
+        )
+    lock = read_lock(lock_path, memo=cache.memo)
+    packages = lock_packages(lock, lock_path, target, sources.channel_map, sources.wheel_dir)
+    wanted = [p for p in lock.packages if p.platform == target]
+    records = _records(prefix)
+    dists = _pip_dists(prefix, records)
+    changes = compare(
+        _installed(prefix, target, wanted, records, dists),
+        LockSide(str(lock_path), {target: tuple(wanted)}, {}),
+    )
+    python_moves = _python(r for _, r in records) != _python(
+        {"name": p.name, "version": p.version} for p in wanted if p.manager == "conda"
+    )
+    keep = _kept(records, wanted, cache, python_moves)
+    kept = {path.name[: -len(".json")]: proof for path, _, proof in keep}
+    drop = [(path, rec) for path, rec in records if path.name[: -len(".json")] not in kept]
+    pip_kept = _pip_kept(dists, wanted, python_moves)
+    return _Plan(
+        lock_path=lock_path,
+        prefix=prefix,
+        target=target,
+        meta=lock.metadata,
+        packages=packages,
+        changes=changes,
+        kept=kept,
+        python_record=next((p for p, r, _ in keep if r.get("name") == "python"), None),
+        linking=[
+            (pkg, rec)
+            for pkg, rec in zip(packages.conda, packages.locked, strict=True)
+            if f"{pkg.name}-{pkg.version}-{pkg.build}" not in kept
+        ],
+        unlinked=len(drop),
+        wheels=[w for w in packages.wheels if _canonical(w.name) not in pip_kept],
+        aside=_aside(prefix, drop, [d for d in dists if d.name not in pip_kept], records),
+    )
+
+
+def _check_together(
+    plan: _Plan,
+    leased: Sequence[LockedPackage],
+    lease: Lease,
+    new: Path,
+    pip_files: Prepared | None,
+) -> None:
+    """The checks ``create`` makes of the packages together before linking: no file under
+    another package's symlink (the kept ones included), and Windows' path limit for what is
+    written into the journal (its ``new/`` and ``old/`` are the longest paths)."""
+    from envfactory.install import longpaths
+
+    across = {
+        pkg.describe(): (c.directory, c.summary) for pkg, c in zip(leased, lease, strict=True)
+    }
+    for name, proof in plan.kept.items():  # _kept keeps only summarized entries
+        if proof.summary is not None:
+            across[name] = (Path(proof.source), proof.summary)
+    check_links_across(across)
+    longpaths.check_create(
+        new,
+        plan.prefix,
+        (c.directory for c in lease),
+        (tree.manifest for _pkg, tree in (pip_files.wheels if pip_files else ())),
+    )
+
+
+def _fill(
+    new: Path,
+    plan: _Plan,
+    lease: Lease,
+    pip_files: Prepared | None,
+    umask: int,
+    say: Progress,
+) -> tuple[list[Path], str | None]:
+    """The journal's ``new/`` filled as ``create`` fills a staging directory, with the new and
+    changed packages only: the activation files it installed, and create's note on them."""
+    from envfactory.solve import rattler_adapter
+
+    meta, prefix = plan.meta, plan.prefix
+    if plan.linking:
+        say(f"linking {len(plan.linking)} conda packages")
+        records = [rec for _, rec in plan.linking]
+        seeded = plan.python_record
+        if seeded is not None:
+            # rattler reads new/conda-meta: python is there, not linked again, and the
+            # noarch: python packages go under its site-packages
+            ownfiles.write_file(new, f"conda-meta/{seeded.name}", ownfiles.read_file(seeded) or b"")
+            records += [p for p in plan.packages.locked if p.name == "python"]
+        _to_the_end(
+            lambda: rattler_adapter.install(
+                records, new, plan.target, lease.view, final_prefix=prefix
+            ),
+            meanwhile=_import_the_rest if meta.activation or meta.combo else None,
+        )
+        if seeded is not None:
+            (new / "conda-meta" / seeded.name).unlink()
+        names = {f"{p.name}-{p.version}-{p.build}" for p, _ in plan.linking}
+        _point_records_at_entries(
+            new, {c.name: (lease.source(c), str(c.directory)) for c in lease if c.name in names}
+        )
+    if pip_files is not None:
+        from envfactory.install import pipside
+
+        say(f"installing {len(plan.wheels)} pip packages")
+        requirements = meta.inputs.get(plan.target, {}).get("pip") or []
+        python = meta.python or _python_of(plan.packages.conda)
+        pipside.install(
+            pip_files,
+            new,
+            prefix,
+            plan.target,
+            python,
+            pipside.requested([str(r) for r in requirements]),
+        )
+    activation, note = _activation(meta, str(plan.lock_path), new, plan.target)
+    if meta.variables:
+        _write_state(new, dict(meta.variables))
+    write_marker(new, meta, plan.lock_path, plan.target)
+    _apply_umask(new, activation, umask)
+    for rel in _RATTLER_OWN:  # what rattler writes into every prefix: the prefix's are kept
+        if os.path.lexists(prefix / rel) and os.path.lexists(new / rel):
+            (new / rel).unlink()
+    return activation, note
+
+
+def _apply(journal: Journal, aside: Sequence[str], linked: Mapping[str, Linked]) -> None:
+    """The renames, the post-link check of the whole prefix, the commit. An interrupt is held
+    back until the renames and the check are done; the update is then undone."""
+    came: list[int] = []
+    with handling(INTERRUPTS, lambda signum, _frame: came.append(signum)):
+        journal.apply(aside, _incoming(journal.new))
+        check_installed(journal.prefix, linked)
+        if came:
+            raise Interrupted(signal.Signals(came[0]).name)
+        journal.commit()
 
 
 def _marker(prefix: Path) -> dict[str, str]:
