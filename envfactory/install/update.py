@@ -5,14 +5,16 @@ a kill -9 leaves (or gives back) the old environment as it was.
 1. before anything is written, everything ``create`` checks of a lock is checked (it is untrusted
    input, ``create.lock_packages``), the pip files of the update are fetched and checked, and
    the plan is made: the conda packages the prefix keeps (same name, version, build and file
-   hash, linked from the cache entry of that hash; the noarch: python ones only while python's
-   X.Y stays: their files live under ``lib/pythonX.Y``) and the pip distributions it keeps
+   hash, linked from the cache entry of that hash, whose files still have the size, mtime and
+   inode its summary records; the noarch: python ones only while python's X.Y stays: their
+   files live under ``lib/pythonX.Y``) and the pip distributions it keeps
    (same name and version, python's X.Y unchanged); what the others installed, as their
    ``conda-meta`` records and pip ``RECORD`` files list it (each path relative, inside the
    prefix, under no link), and envfactory's own files (activation scripts, ``conda-meta/state``,
    the marker) are what the update takes away;
 2. the journal is made inside the prefix, and its ``new/`` directory is filled as ``create``
-   fills a staging directory, but with the new and changed packages only: rattler links the
+   fills a staging directory, but with the new and changed packages only (only they are
+   leased from the cache, and checked there as ``create`` checks every package): rattler links the
    conda ones from the checked cache entries (the final prefix patched into files; a copy of
    the kept python record tells it which python the noarch: python packages are for), then the
    pip files, the activation files, ``conda-meta/state`` and the marker, following the lock;
