@@ -179,6 +179,9 @@ def test_users_guide_errors(line: str, pid: str, in_cause: str) -> None:
          "Cannot dlopen some TensorRT libraries.", []),
         ("W dso_loader.cc:64] Could not load dynamic library 'libcupti.so.11.2'; dlerror: "
          "libcupti.so.11.2: cannot open shared object file", []),
+        # NumPy 2's import message pasted from its second paragraph on
+        ("downgrade to 'numpy<2' or try to upgrade the affected module.\nWe expect that some "
+         "modules will need time to support NumPy 2.", [("numpy-too-new", "problem")]),
         ("GPU available: False, used: False", []),
         ("Using GPU: 0", []),
         # "No GPU" in users' words and in what the usual check scripts print.
