@@ -235,3 +235,79 @@ def wait_for_exit(pid: int) -> None:
     import select
 
     select.select([handle], [], [])  # readable once the process has exited
+
+
+# --------------------------------------------------------------------------------------------
+# Path length
+
+MAX_PATH = 260
+"""Windows' ``MAX_PATH``: a path of at most 259 characters and its terminating NUL, unless
+long paths are enabled and the program says it is long-path aware (CPython 3.6+ does).
+https://learn.microsoft.com/windows/win32/fileio/maximum-file-path-limitation"""
+
+LONG_PATHS_KEY = r"SYSTEM\CurrentControlSet\Control\FileSystem"
+
+
+def long_paths_enabled() -> bool | None:
+    """Windows: whether ``HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem`` has
+    ``LongPathsEnabled`` = 1 (False when the value is 0 or missing, Windows' default); None on
+    any other host, which has no such limit."""
+    if not WINDOWS:
+        return None
+    import winreg  # type: ignore[import-not-found,unused-ignore]
+
+    try:
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, LONG_PATHS_KEY) as key:  # type: ignore[attr-defined,unused-ignore]
+            value, _kind = winreg.QueryValueEx(key, "LongPathsEnabled")  # type: ignore[attr-defined,unused-ignore]
+    except OSError:
+        return False
+    return bool(value == 1)
+
+
+def registry_values(hklm_path: str) -> list[object]:
+    """The data of every value under ``HKEY_LOCAL_MACHINE\\hklm_path`` (Windows; [] elsewhere
+    or when the key cannot be read)."""
+    if not WINDOWS:
+        return []
+    import winreg  # type: ignore[import-not-found,unused-ignore]
+
+    values: list[object] = []
+    try:
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, hklm_path) as key:  # type: ignore[attr-defined,unused-ignore]
+            index = 0
+            while True:
+                try:
+                    _, value, _ = winreg.EnumValue(key, index)  # type: ignore[attr-defined,unused-ignore]
+                except OSError:
+                    break
+                values.append(value)
+                index += 1
+    except OSError:
+        return []
+    return values
+
+
+# --------------------------------------------------------------------------------------------
+# Users and links
+
+
+def user_name(uid: int) -> str:
+    """``name (uid N)`` from the POSIX user database; ``uid N`` where there is none (Windows)
+    or the uid is not in it."""
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def junction(target: Path, link: Path) -> None:
+    """A directory junction ``link`` -> ``target`` (Windows: no privilege needed, unlike a
+    symlink); OSError where the filesystem has none (wine's: "Request not supported") or on
+    another host."""
+    if not WINDOWS:
+        raise OSError(f"no directory junctions on {sys.platform}")
+    import _winapi
+
+    _winapi.CreateJunction(str(target), str(link))  # type: ignore[attr-defined,unused-ignore]

@@ -66,8 +66,10 @@ class RecordedProbes:
         cwd: str = "C:\\Users\\user",
         known_dlls: frozenset[str] = frozenset(),
         measured: Mapping[str, MeasuredLoad] | None = None,
+        long_paths: bool | None = None,
     ) -> None:
         self.os_name = os_name
+        self._long_paths = long_paths
         self._cwd = cwd
         self._known_dlls = known_dlls
         self._measured = measured or {}
@@ -91,6 +93,9 @@ class RecordedProbes:
 
     def known_dlls(self) -> frozenset[str]:
         return self._known_dlls
+
+    def long_paths(self) -> bool | None:
+        return self._long_paths
 
     def measure_loads(
         self, prefix: Path, requests: Sequence[tuple[str, str]]

@@ -5,7 +5,8 @@ Each machine is what ``set``, ``dir /b`` of the folders on the search path and t
 unpacked into ``C:\\tools\\cuda\\bin``, CUDA 10.0 from NVIDIA's installer with its
 ``CUDA_PATH_V10_0``), the layouts users report in tensorflow/tensorflow#22794 and #36111
 (a ``cudnn64_7.dll`` in ``C:\\tools\\cuda\\bin`` or System32). The same machine is checked
-with a Python 3.7 and a Python 3.9 environment: Windows' rules differ between them.
+with a Python 3.7 and a Python 3.9 environment: Windows' rules differ between them. The last
+tests read machines recorded in public issues (tests/data/probes/win10-*, see SOURCES.md there).
 """
 
 from __future__ import annotations
@@ -278,3 +279,114 @@ def test_the_measurement_reports_the_file_the_loader_really_mapped(
     monkeypatch.setenv("LD_LIBRARY_PATH", str(folder))
     shadowed = measure_loads(Path(sys.prefix), "linux", requests)
     assert shadowed["libz.so.1"].path == str(folder / "libz.so.1")
+
+
+# --------------------------------------------------------------------------------------------
+# Recorded machines: what users pasted in public issue threads (tests/data/probes/win10-*/,
+# each folder's README.md names the comment and marks every normalisation). The environment
+# (a conda prefix of the tf114-cuda100 win-64 lock) is ours, added to the recorded machine.
+
+RECORDED = Path(__file__).parent / "data" / "probes"
+ENV_TREE = {
+    PREFIX: ["python.exe", "msvcp140.dll", "vcruntime140.dll"],
+    LIB: list(ENV_DLLS),
+}
+
+
+def recorded_machine(name: str) -> tuple[dict[str, str], list[str]]:
+    """The folder's env-vars.txt (NAME=value lines) and dll-files.txt (full paths)."""
+    folder = RECORDED / name
+    environ = dict(
+        line.split("=", 1)
+        for line in (folder / "env-vars.txt").read_text(encoding="utf-8").splitlines()
+        if "=" in line
+    )
+    files = (folder / "dll-files.txt").read_text(encoding="utf-8").splitlines()
+    return environ, [f for f in files if f.strip()]
+
+
+def with_environment(files: Sequence[str]) -> dict[str, list[str]]:
+    """The recorded machine's files plus the environment's, as one directory tree."""
+    tree: dict[str, list[str]] = {k: list(v) for k, v in ENV_TREE.items()}
+    for path in files:
+        folder, _, name = path.rpartition("\\")
+        tree.setdefault(folder, []).append(name)
+    return tree
+
+
+def test_recorded_tf31143_unactivated_python37_finds_no_cudnn_and_python39_its_own() -> None:
+    """tensorflow/tensorflow#31143: CUDA 10.0 on the system PATH, no cuDNN; the user ran TF 1.14
+    from a notebook. The environment's python.exe started without activation (a notebook or IDE
+    kernel) sees the machine's PATH: Python 3.7 (ctypes, standard order) finds no cudnn64_7.dll
+    and CUDA 10.0's cudart; conda's Python 3.9 finds both in the environment's Library\\bin."""
+    environ, files = recorded_machine("win10-tf31143-cuda100")
+    tree = with_environment(files)
+    py37 = run_doctor(probes(tree, environ, "3.7.16"))
+    py39 = run_doctor(probes(tree, environ, "3.9.18"))
+    assert py37["cudnn64_7.dll"]["loads"] is None
+    assert py39["cudnn64_7.dll"]["loads"] == {
+        "path": f"{LIB}\\cudnn64_7.dll",
+        "origin": "add_dll_directory",
+    }
+    cuda10 = "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v10.0\\bin"
+    assert py37["cudart64_100.dll"]["loads"] == {
+        "path": f"{cuda10}\\cudart64_100.dll",
+        "origin": "PATH",
+    }
+    assert py39["cudart64_100.dll"]["loads"] == {
+        "path": f"{LIB}\\cudart64_100.dll",
+        "origin": "add_dll_directory",
+    }
+    # doctor's `where` answer is the one the user pasted
+    verbatim = (RECORDED / "win10-tf31143-cuda100" / "verbatim.txt").read_text(encoding="utf-8")
+    command, *output = verbatim.splitlines()
+    assert command == "where cudart64_100.dll"
+    assert py37["cudart64_100.dll"]["where"] == py39["cudart64_100.dll"]["where"] == output
+
+
+def test_recorded_tf40804_system32_copy_wins_for_python37_and_loses_for_python39() -> None:
+    """tensorflow/tensorflow#40804: cudnn64_7.dll and CUDA 10.1 DLLs copied into System32. In
+    the activated environment (its Library\\bin first on PATH) Python 3.7 still loads System32's
+    cudnn64_7.dll (System32 comes before PATH); conda's Python 3.9 loads the environment's."""
+    environ, files = recorded_machine("win10-tf40804-system32")
+    verbatim = (RECORDED / "win10-tf40804-system32" / "verbatim.txt").read_text(encoding="utf-8")
+    assert sorted(f.rpartition("\\")[2] for f in files) == sorted(
+        line.removeprefix("- ") for line in verbatim.splitlines()
+    )
+    tree = with_environment(files)
+    activated = {**environ, "PATH": ";".join([PREFIX, LIB, PREFIX + "\\Scripts", SYS32])}
+    py37 = run_doctor(probes(tree, activated, "3.7.16"))
+    py39 = run_doctor(probes(tree, activated, "3.9.18"))
+    assert py37["cudnn64_7.dll"]["loads"] == {"path": f"{SYS32}\\cudnn64_7.dll", "origin": "system"}
+    assert py39["cudnn64_7.dll"]["loads"] == {
+        "path": f"{LIB}\\cudnn64_7.dll",
+        "origin": "add_dll_directory",
+    }
+    # the copied runtime is CUDA 10.1's (cudart64_101): TF 1.14 asks for cudart64_100, which only
+    # the environment holds, so both Pythons load that one from it
+    assert py37["cudart64_100.dll"]["loads"] == {
+        "path": f"{LIB}\\cudart64_100.dll",
+        "origin": "PATH",
+    }
+    assert py39["cudart64_100.dll"]["loads"] == {
+        "path": f"{LIB}\\cudart64_100.dll",
+        "origin": "add_dll_directory",
+    }
+
+
+def test_recorded_tf25807_cuda_path_variables_and_foreign_toolkit_are_reported() -> None:
+    """tensorflow/tensorflow#25807: three toolkits' CUDA_PATH* variables, v11.3's bin on PATH."""
+    environ, files = recorded_machine("win10-tf25807-cuda-path")
+    verbatim = (RECORDED / "win10-tf25807-cuda-path" / "verbatim.txt").read_text(encoding="utf-8")
+    posted = dict(line.split("=", 1) for line in verbatim.splitlines())
+    catalog = load_catalog()
+    p = probes(with_environment(files), environ, "3.7.16")
+    report = diagnose(catalog, catalog.combo("tf114-cuda100"), "win-64", gtx1080(), p, Path(PREFIX))
+    data = report.to_json()
+    assert data["windows"]["cuda_path"] == posted
+    by_id = {f.id: f.message for f in report.findings}
+    assert all(f"{k}={v}" in by_id["cuda-path-variables"] for k, v in posted.items())
+    assert by_id["foreign-cuda-dir"].endswith(environ["PATH"])
+    # CUDA 11.3 holds no CUDA 10.0 runtime: TF 1.14's cudart64_100.dll is found nowhere
+    assert data["windows"]["dlls"][0]["dll"] == "cudart64_100.dll"
+    assert data["windows"]["dlls"][0]["loads"] is None

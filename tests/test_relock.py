@@ -10,6 +10,7 @@ The solver and uv are the real ones; the git repository is a real one in ``tmp_p
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -243,6 +244,130 @@ def test_update_a_name_the_lock_does_not_hold(project: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# lock --check on a stale lock: what a re-lock would change, as lock prints it.
+
+
+def change_lines(stdout: str) -> list[str]:
+    """The change summary in a command's output: each platform's count line and one line per
+    package (``lock`` prints them after the solve, ``lock --check`` under its reasons)."""
+    summary = re.compile(r"(app )?linux-64: (\d+ added|no changes)")
+    return [
+        line
+        for line in stdout.splitlines()
+        if summary.match(line) or line.startswith(("  + ", "  - ", "  ~ "))
+    ]
+
+
+def test_check_prints_what_the_relock_then_changes(project: Path) -> None:
+    manifest = project / "envfactory.yaml"
+    manifest.write_text(MANIFEST.replace("[requests, tqdm]", "[requests, tqdm, pandas]"))
+    check = run("lock", "--check", *flags(project), cwd=project)
+    assert check.returncode == 1, check.stdout + check.stderr
+    lines = check.stdout.splitlines()
+    assert lines[0].endswith("locks/app/conda-lock.yml is stale: app (project environment, "
+                             "combo tf114-cuda101)")  # fmt: skip
+    assert lines[1:4] == [
+        "  linux-64: conda changed: +pandas",
+        "a re-lock would change:",
+        "app linux-64: 4 added, 0 removed, 0 changed, 17 unchanged",
+    ]
+    assert lines[-1].startswith("regenerate: envfactory lock app --channel-map defaults=")
+    assert git(project, "status", "--porcelain") == " M envfactory.yaml\n"  # nothing written
+    as_json = run("lock", "--check", "--json", *flags(project), cwd=project)
+    assert as_json.returncode == 1
+    view = json.loads(as_json.stdout)["environments"]["app"]
+    assert (view["fresh"], view["changes_unavailable"]) == (False, None)
+
+    dry = run("lock", "--dry-run", "--json", *flags(project), cwd=project)
+    assert dry.returncode == 0, dry.stderr
+    assert view["changes"] == json.loads(dry.stdout)["environments"]["app"]["changes"]
+    relock = run("lock", *flags(project), cwd=project)
+    assert relock.returncode == 0, relock.stderr
+    # the very lines lock printed when it re-locked: pandas and its three new dependencies
+    assert change_lines(check.stdout) == change_lines(relock.stdout)
+    assert len(change_lines(relock.stdout)) == 5
+    assert "  + pandas 0.24.2 py37he6710b0_0 (file://" in relock.stdout
+    fresh = run("lock", "--check", *flags(project), cwd=project)
+    assert fresh.returncode == 0, fresh.stdout
+    assert "is up to date" in fresh.stdout and "re-lock" not in fresh.stdout
+
+
+@pytest.fixture
+def channel_gone(project: Path) -> Iterator[Path]:
+    """The project's conda channel out of reach (moved away; put back after the test)."""
+    channel = project.parent / "defaults"
+    away = project.parent / "defaults.away"
+    channel.rename(away)
+    try:
+        yield channel
+    finally:
+        away.rename(channel)
+
+
+def test_check_without_the_channels_still_names_what_changed(
+    project: Path, channel_gone: Path
+) -> None:
+    # an up-to-date lock is not solved: no channel needed
+    fresh = run("lock", "--check", *flags(project), cwd=project)
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    manifest = project / "envfactory.yaml"
+    manifest.write_text(MANIFEST.replace("[requests, tqdm]", "[requests, tqdm, pandas]"))
+    check = run("lock", "--check", *flags(project), cwd=project)
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert "Traceback" not in check.stderr
+    lines = check.stdout.splitlines()
+    assert lines[1] == "  linux-64: conda changed: +pandas"
+    unreachable = f"cannot read the channels {channel_gone.as_uri()}"
+    assert lines[2].startswith(f"what a re-lock would change is not shown: {unreachable}")
+    assert any(line.startswith("  hint: check the channel map") for line in lines)
+    assert lines[-1].startswith("regenerate: envfactory lock app")
+    as_json = run("lock", "--check", "--json", *flags(project), cwd=project)
+    assert as_json.returncode == 1
+    view = json.loads(as_json.stdout)["environments"]["app"]
+    assert view["reasons"] == ["linux-64: conda changed: +pandas"]
+    assert view["changes"] is None
+    assert view["changes_unavailable"].startswith("cannot read the channels")
+
+
+# --------------------------------------------------------------------------------------------
+# --solver conda-lock cannot keep a lock: refused where it would have to.
+
+
+def test_conda_lock_solver_refuses_a_sticky_relock(project: Path, tmp_path: Path) -> None:
+    before = git(project, "status", "--porcelain")
+    relock = run("lock", "--solver", "conda-lock", *flags(project), cwd=project)
+    assert relock.returncode == 1, relock.stdout + relock.stderr
+    assert "error: a re-lock of " in relock.stderr
+    assert "with --solver conda-lock: conda-lock cannot keep the locked packages" in relock.stderr
+    assert "hint: use the default solver (drop --solver conda-lock)" in relock.stderr
+    assert "--update-all" in relock.stderr
+    one = run("lock", "-u", "requests", "--solver", "conda-lock", *flags(project), cwd=project)
+    assert one.returncode == 1
+    assert "error: --update requests with --solver conda-lock:" in one.stderr
+    assert git(project, "status", "--porcelain") == before  # nothing written
+    # --update-all asks for a solve from scratch: conda-lock runs (and here finds no conda)
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path)}
+    scratch = subprocess.run(
+        [ENVFACTORY, "lock", "--solver", "conda-lock", "--update-all", *flags(project)],
+        cwd=project, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert scratch.returncode == 2, scratch.stdout + scratch.stderr
+    assert "--solver conda-lock needs conda, mamba or micromamba" in scratch.stderr
+    # lock --check cannot show a conda-lock re-lock: it says why, and names the reasons
+    check = run("lock", "--check", "--solver", "conda-lock", *flags(project), cwd=project)
+    assert check.returncode == 1
+    assert "  linux-64: solver changed:" in check.stdout
+    assert (
+        "what a re-lock would change is not shown: --solver conda-lock re-locks only from "
+        "scratch (--update-all)" in check.stdout
+    )
+    # the command it names runs: with conda-lock, a re-lock is one from scratch
+    regenerate = check.stdout.splitlines()[-1]
+    assert regenerate.startswith("regenerate: envfactory lock app --solver conda-lock --channel")
+    assert regenerate.endswith(" --update-all")
+
+
+# --------------------------------------------------------------------------------------------
 # envfactory diff: revisions, files, formats.
 
 
@@ -276,6 +401,50 @@ def test_diff_markdown_for_a_pull_request(project: Path) -> None:
     assert "**linux-64**: 0 added, 0 removed, 2 changed, 15 unchanged" in lines
     assert "| ~ | `requests` | 2.22.0 py37_0 | 2.23.0 py37_0 | requested |" in lines
     assert "| ~ | `urllib3` | 1.25.3 py37_0 | 1.25.8 py37_0 |  |" in lines
+
+
+def test_diff_markdown_per_platform_marks_the_combos_pins(
+    test_channels: dict[str, Path], tmp_path: Path
+) -> None:
+    """A pull request that moves an environment from tf114-cuda100 (linux-64, win-64; TF from
+    pip) to tf114-cuda101 (linux-64; TF from conda): one table per platform, the packages the
+    combo pins marked, what nothing names unmarked."""
+    project = tmp_path / "pr"
+    project.mkdir()
+    manifest = project / "envfactory.yaml"
+    env = "environments:\n  legacy:\n    combo: {}\n    platforms: [{}]\n"
+    manifest.write_text(env.format("tf114-cuda100", "linux-64, win-64"))
+    where = ["--channel-map", f"defaults={test_channels['defaults']}",
+             "--pip-index", str(test_channels["wheels"])]  # fmt: skip
+    assert run("lock", *where, cwd=project).returncode == 0
+    git(project, "init", "-q", "-b", "main")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "legacy on CUDA 10.0")
+    manifest.write_text(env.format("tf114-cuda101", "linux-64"))
+    assert run("lock", *where, cwd=project).returncode == 0
+
+    proc = run("diff", "--format", "markdown", cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "#### `HEAD:locks/legacy/conda-lock.yml` → `locks/legacy/conda-lock.yml`"
+    linux = lines.index("**linux-64**: 4 added, 23 removed, 3 changed, 3 unchanged")
+    windows = lines.index("**win-64**: 0 added, 29 removed, 0 changed, 0 unchanged")
+    assert linux < windows
+    header = ["", "| | package | old | new | |", "| --- | --- | --- | --- | --- |"]
+    assert lines[linux + 1 : linux + 4] == header
+    assert lines[windows + 1 : windows + 4] == header
+    on_linux, on_windows = lines[linux:windows], lines[windows:]
+    # the combo's pins, marked; the move from the pip wheel to the conda package is a change
+    # of manager and channel
+    assert "| ~ | `cudatoolkit` | 10.0.130 0 | 10.1.243 h6bb024c_0 | pinned |" in on_linux
+    assert "| + | `tensorflow-base` |  | 1.14.0 gpu_py37he45bfe2_0 | pinned |" in on_linux
+    (tf,) = [line for line in on_linux if line.startswith("| ~ | `tensorflow-gpu` |")]
+    assert "| 1.14.0 (pip) file://" in tf and "| 1.14.0 h0d30ee6_0 (conda) file://" in tf
+    assert tf.endswith(" | pinned |")
+    # a pip dependency nothing names is not marked; the platform that goes loses everything
+    assert "| - | `absl-py` | 2.1.0 (pip) |  |  |" in on_linux
+    assert "| - | `python` | 3.7.3 h8c8aaf0_1 |  | pinned |" in on_windows
+    assert not any("`python`" in line for line in on_linux)  # python 3.7.3 stays on linux-64
 
 
 def test_diff_of_a_new_environment_and_bad_revisions(project: Path) -> None:

@@ -5,10 +5,13 @@ with the official Windows CPython in tests/test_windows_host.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from envfactory.activation import core
 from envfactory.catalog.gpus import parse_capability
@@ -144,3 +147,102 @@ def test_recommend_and_audit_say_tf211_has_no_native_windows_gpu_build(tmp_path:
     [report] = audit_path(catalog, tmp_path / "explicit.txt")
     assert report.inventory.platform == "win-64"
     assert "no-windows-gpu-build" in {f.id for f in report.findings}
+
+
+# --------------------------------------------------------------------------------------------
+# Windows' 260-character limit: what create measures before linking (envfactory.install.
+# longpaths); the registry read and the refusal itself run under wine in test_windows_host.py.
+
+STAGING = "C:\\Users\\张三\\envs\\.tf114.envfactory-abcd1234ef56"
+FINAL = "C:\\Users\\张三\\envs\\tf114"
+
+
+def test_the_longest_target_path_comes_from_paths_json_and_the_wheel_manifests(
+    tmp_path: Path,
+) -> None:
+    from envfactory.install import longpaths
+
+    package = tmp_path / "cudnn-7.6.5-cuda10.0_0"
+    (package / "info").mkdir(parents=True)
+    deep = "Library/include/cudnn/" + "x" * 40 + ".h"
+    paths = {"paths": [{"_path": "Library/bin/cudnn64_7.dll"}, {"_path": deep}], "paths_version": 1}
+    (package / "info" / "paths.json").write_text(json.dumps(paths), encoding="utf-8")
+    manifest = {
+        "name": "tensorflow-gpu",
+        "files": [
+            ["purelib", "tensorflow/include/external/" + "y" * 60 + ".h", "sha256=", 1, 0, 0],
+            ["scripts", "tb.py", "sha256=", 1, 0, 0],
+        ],
+        "scripts": [["tensorboard", "tensorboard.main", "run"]],
+    }
+    rels = [*longpaths.conda_paths([package]), *longpaths.wheel_paths([manifest])]
+    assert deep in rels and "Scripts\\tensorboard.exe" in rels and "Scripts\\tb.py" in rels
+    pip_rel = "Lib\\site-packages\\tensorflow/include/external/" + "y" * 60 + ".h"
+    assert pip_rel in rels
+    length, path = longpaths.longest(STAGING, rels)
+    expected = STAGING + "\\" + pip_rel.replace("/", "\\")
+    assert (length, path) == (len(expected), expected)
+
+
+def test_create_refuses_a_path_over_259_characters_without_long_paths() -> None:
+    from envfactory.errors import UserInputError
+    from envfactory.install import longpaths
+
+    rel = "Lib\\site-packages\\" + "z" * (259 - len(STAGING) - 1 - len("Lib\\site-packages\\"))
+    assert longpaths.longest(STAGING, [rel])[0] == 259
+    longpaths.check([STAGING, FINAL], [rel], enabled=False)  # 259: still fits
+    longer = rel + "z"
+    with pytest.raises(UserInputError) as caught:
+        longpaths.check([STAGING, FINAL], [longer], enabled=False)
+    assert "260 characters long, over Windows' limit of 259" in caught.value.message
+    hint = caught.value.hint or ""
+    assert "LongPathsEnabled" in hint and "maximum-file-path-limitation" in hint
+    # one character less in the prefix fits: the hint names that length
+    assert f"prefix of at most {len(FINAL) - 1} characters" in hint
+    longpaths.check([STAGING, FINAL], [longer], enabled=True)  # long paths on: no limit
+    longpaths.check([STAGING, FINAL], [longer], enabled=None)  # not Windows: no limit
+
+
+def test_doctor_reports_long_paths_off_on_windows() -> None:
+    from test_doctor import RecordedProbes
+
+    from envfactory.diagnose.doctor import diagnose
+    from envfactory.diagnose.nvml import MachineGpus
+    from envfactory.diagnose.probes import MappingFs
+
+    catalog = load_catalog()
+    combo = catalog.combo("tf114-cuda100")
+    gpus = MachineGpus("nvml", "411.31", 10000, ())
+    environ = {"PATH": "C:\\Windows\\System32", "SystemRoot": "C:\\Windows"}
+    off = RecordedProbes("windows", environ, MappingFs({}, "windows"), long_paths=False)
+    report = diagnose(catalog, combo, "win-64", gpus, off)
+    assert report.to_json()["windows"]["long_paths_enabled"] is False
+    assert "long-paths-disabled" in {f.id for f in report.findings}
+    on = RecordedProbes("windows", environ, MappingFs({}, "windows"), long_paths=True)
+    report = diagnose(catalog, combo, "win-64", gpus, on)
+    assert report.to_json()["windows"]["long_paths_enabled"] is True
+    assert "long-paths-disabled" not in {f.id for f in report.findings}
+
+
+def test_only_the_host_adapter_imports_a_host_only_module() -> None:
+    """Not only at import time (tests/test_architecture.py): nowhere but envfactory/host.py,
+    so what POSIX and Windows do differently (locks, users, junctions, the registry) has one
+    home, and a Linux-only run of the suite covers every caller's host-neutral path."""
+    import ast
+
+    from test_architecture import MODULES, PACKAGE, POSIX_ONLY, WINDOWS_ONLY
+
+    found = []
+    for path in MODULES:
+        if path == PACKAGE / "host.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module.split(".")[0]]
+            else:
+                continue
+            hits = [n for n in names if n in POSIX_ONLY | WINDOWS_ONLY]
+            found += [f"{path.name}:{node.lineno} {n}" for n in hits]
+    assert found == []

@@ -267,3 +267,83 @@ def test_render_with_piped_output_in_a_western_code_page(host: Path, wine: WineP
     assert done.returncode == 0, done.stderr.decode("cp1252", "replace")
     assert b"UTF-8" not in done.stderr
     assert (winhost.drive_c(wine, HOME + "\\piped") / COMBO / "environment.win-64.yml").is_file()
+
+
+def test_the_wheels_exe_launcher_runs_envfactory(
+    host: Path, wine: WinePrefix, tmp_path: Path
+) -> None:
+    """What a Windows user gets from ``pip install envfactory``: the wheel built from this
+    checkout, installed with ``installer`` in the nt scheme, gives ``Scripts\\envfactory.exe``
+    (installer's console launcher); it runs envfactory from the wheel alone (the checkout is
+    not on that Python's path), templates included: ``list`` and ``render`` work."""
+    wheel = winhost.build_wheel(tmp_path / "dist")
+    home_win = "C:\\envfactory-release"
+    exe = winhost.install_as_release(host, winhost.drive_c(wine, home_win), home_win, wheel)
+    assert exe.read_bytes()[:2] == b"MZ"  # a Windows program, not a script
+
+    def launch(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["wine", str(exe), *argv],
+            env=wine.env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            encoding="utf-8", errors="replace", timeout=300, check=False,
+        )  # fmt: skip
+
+    listed = launch("list")
+    assert listed.returncode == 0, listed.stderr
+    assert "tf114-cuda100" in listed.stdout
+    rendered = launch("render", COMBO, "-p", "win-64", "-o", "C:\\release-out")
+    assert rendered.returncode == 0, rendered.stderr
+    out = winhost.drive_c(wine, "C:\\release-out") / COMBO
+    assert (out / "environment.win-64.yml").is_file()
+    site = winhost.drive_c(wine, home_win + "\\Lib\\site-packages")
+    assert (site / "envfactory" / "templates").is_dir()
+    assert not (site / "envfactory" / "__init__.py").is_symlink()
+
+
+LONG_PATHS = "HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem"
+
+
+def _reg(wine: WinePrefix, *args: str) -> None:
+    done = subprocess.run(
+        ["wine", "reg", *args], env=wine.env, capture_output=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+
+
+def test_create_checks_long_paths_before_linking(
+    batch: dict[str, winhost.Outcome],
+    host: Path,
+    wine: WinePrefix,
+    test_channels: dict[str, Path],
+    tmp_path: Path,
+) -> None:
+    """A prefix whose files would pass 259 characters: with LongPathsEnabled off (0, as on a
+    fresh Windows) create stops before linking, names the fix and leaves nothing behind;
+    doctor says the setting is off. With the value set to 1 (``reg add``) the same create
+    goes through and doctor says it is on."""
+    ok(batch["create"])  # the lock is in place and its packages are in the cache
+    lock = LOCKS + f"\\{COMBO}\\conda-lock.yml"
+    parent = HOME + "\\envs"
+    long_prefix = parent + "\\" + ("long-prefix-" + "p" * 250)[: 215 - len(parent)]
+    assert len(long_prefix) == 216
+    jobs = [
+        winhost.Job(["create", lock, "-p", long_prefix, *channel_args(test_channels)]),
+        winhost.Job(["doctor", COMBO, "--json"], cwd=HOME),
+    ]
+    env = {"ENVFACTORY_PKGS_DIRS": "C:\\envfactory-pkgs"}
+    _reg(wine, "add", LONG_PATHS, "/v", "LongPathsEnabled", "/t", "REG_DWORD", "/d", "0", "/f")
+    refused, doctor_off = winhost.run_batch(wine, host, jobs, tmp_path / "off", env)
+    assert refused.code == 1, refused.stderr
+    assert "over Windows' limit of 259" in refused.stderr
+    assert "LongPathsEnabled" in refused.stderr and "maximum-file-path-limitation" in refused.stderr
+    left = [p.name for p in winhost.drive_c(wine, parent).iterdir() if "long-prefix" in p.name]
+    assert left == []  # neither the prefix nor its staging folder
+    assert json.loads(doctor_off.stdout)["windows"]["long_paths_enabled"] is False
+    _reg(wine, "add", LONG_PATHS, "/v", "LongPathsEnabled", "/t", "REG_DWORD", "/d", "1", "/f")
+    try:
+        created, doctor_on = winhost.run_batch(wine, host, jobs, tmp_path / "on", env)
+    finally:
+        _reg(wine, "delete", LONG_PATHS, "/v", "LongPathsEnabled", "/f")
+    assert created.code == 0, created.stderr
+    assert (winhost.drive_c(wine, long_prefix) / "conda-meta").is_dir()
+    assert json.loads(doctor_on.stdout)["windows"]["long_paths_enabled"] is True

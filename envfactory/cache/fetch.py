@@ -52,6 +52,7 @@ def new_sessions() -> None:
     global _GENERATION
     _GENERATION += 1
 
+
 # In a worker: the shared count of bytes downloaded, which the create's process reads for its
 # progress bar (a multiprocessing Value, handed over as the worker starts).
 _DOWNLOADED: Any = None

@@ -16,11 +16,11 @@ from __future__ import annotations
 import os
 import re
 import stat
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, NamedTuple, Protocol
 
+from envfactory import host
 from envfactory.errors import ToolError, UserInputError
 
 ENV_VAR = "ENVFACTORY_PKGS_DIRS"
@@ -68,7 +68,7 @@ class Wanted(Protocol):
 
 def default_root(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
-    if sys.platform.startswith("win"):
+    if host.WINDOWS:
         base = Path(env.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
         return base / "envfactory" / "pkgs"
     xdg = env.get("XDG_CACHE_HOME", "")
@@ -162,8 +162,8 @@ def check_owned(path: Path, st: os.stat_result) -> None:
     me = os.geteuid()
     if st.st_uid != me:
         raise ToolError(
-            f"the package cache's {path} is owned by {_user(st.st_uid)}, not by you "
-            f"({_user(me)}); its entries could have been planted by that user",
+            f"the package cache's {path} is owned by {host.user_name(st.st_uid)}, not by you "
+            f"({host.user_name(me)}); its entries could have been planted by that user",
             f"use a cache of your own: point {ENV_VAR} at a directory you own (the default "
             "is ~/.cache/envfactory/pkgs); users share archives through a read-only "
             f"directory in {ENV_VAR} or CONDA_PKGS_DIRS, never entries "
@@ -176,12 +176,3 @@ def check_owned(path: Path, st: os.stat_result) -> None:
             f"chmod go-w {path}, or point {ENV_VAR} at a directory only you can write "
             "(docs/security.md, 'Another local user')",
         )
-
-
-def _user(uid: int) -> str:
-    try:
-        import pwd
-
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except (ImportError, KeyError):
-        return f"uid {uid}"

@@ -133,10 +133,8 @@ def _windows_view_entry(entry: Path, link: Path) -> None:
     a symlink); where the filesystem has none (wine's: "Request not supported"), the entry's
     tree again, each file a hard link to the entry's own (its inodes, which the post-link
     check knows)."""
-    import _winapi
-
     try:
-        _winapi.CreateJunction(str(entry), str(link))  # type: ignore[attr-defined,unused-ignore]
+        host.junction(entry, link)
     except OSError:
         if os.path.lexists(link):  # the directory CreateJunction made before it failed
             link.rmdir()

@@ -22,6 +22,7 @@ from envfactory.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS_FOUND, User
 
 if TYPE_CHECKING:  # each command imports what it uses when it runs
     from envfactory.catalog.platforms import Platform
+    from envfactory.lockfile.diff import LockDiff
     from envfactory.solve.channels import ChannelMap
     from envfactory.solve.lock import LockRequest
 
@@ -137,13 +138,15 @@ def lock(
         "--solver",
         metavar="[rattler|conda-lock]",
         help="rattler (in-process, the default) or conda-lock (runs 'conda-lock lock' with your "
-        "conda, mamba or micromamba).",
+        "conda, mamba or micromamba; it solves from scratch, so over an existing lock it needs "
+        "--update-all).",
     ),
     check: bool = typer.Option(
         False,
         "--check",
-        help="Do not solve: exit 0 when every lock matches its current inputs, 1 with the "
-        "reasons when one is stale.",
+        help="Exit 0 when every lock matches its current inputs (no solve), 1 when one is "
+        "stale: the reasons, and what a re-lock would change (solved as lock would, nothing "
+        "written; when the channels cannot be reached, it says so).",
     ),
     resolve: bool = typer.Option(
         False,
@@ -206,7 +209,6 @@ def lock(
     """
     from envfactory.lockfile.models import LOCK_FILE
     from envfactory.solve.lock import lock_combo
-    from envfactory.solve.lockreview import check_lock
 
     conventions.set_verbosity(quiet, verbose)
     platform = conventions.platforms(platform, old_platform)
@@ -218,38 +220,9 @@ def lock(
     if resolve and not check:
         raise UserInputError("--resolve goes with --check", "envfactory lock --check --resolve")
     if check:
-        results = [(t, check_lock(t.request, t.directory, resolve=resolve)) for t in targets]
-        all_fresh = all(r.fresh for _, r in results)
-        if as_json:
-            views = {
-                t.request.name: {
-                    "kind": t.kind,
-                    "lock": str(t.directory / LOCK_FILE),
-                    "fresh": r.fresh,
-                    "reasons": list(r.reasons),
-                    "regenerate": _regenerate(t.request, virtual_package_spec, out),
-                }
-                for t, r in results
-            }
-            if many:
-                print_json({"fresh": all_fresh, "environments": views})
-            else:
-                (view,) = views.values()
-                print_json({"fresh": view["fresh"], "reasons": view["reasons"]})
-            return EXIT_OK if all_fresh else EXIT_BAD_INPUT
-        lines = []  # plain lines: rich (~0.03 s to import) would add nothing to them
-        for t, r in results:
-            path = t.directory / LOCK_FILE
-            if r.fresh:
-                lines.append(f"{path} is up to date: {t.label}")
-                continue
-            lines.append(f"{path} is stale: {t.label}")
-            lines += [f"  {reason}" for reason in r.reasons]
-            lines.append(f"regenerate: {_regenerate(t.request, virtual_package_spec, out)}")
-        write_lines(lines)
-        return EXIT_OK if all_fresh else EXIT_BAD_INPUT
+        return _check(targets, resolve, as_json, many, virtual_package_spec, out)
 
-    from envfactory.lockfile.diff import compare, side_from_packages, to_json, to_text
+    from envfactory.lockfile.diff import to_json
     from envfactory.solve import relock
 
     names = [n.strip() for item in update for n in item.split(",") if n.strip()]
@@ -259,6 +232,7 @@ def lock(
 
     previous_of = {t.directory: relock.previous_lock(t.directory / LOCK_FILE) for t in targets}
     relock.check_update_names(list(previous_of.values()), names, target or "")
+    relock.check_solver(targets[0].request.solver, list(previous_of.values()), names, update_all)
     views_out: dict[str, Any] = {}
     for t in targets:
         req = t.request
@@ -275,13 +249,8 @@ def lock(
             prefer=prefer,
             write=not dry_run,
         )
-        change = compare(
-            side_from_packages(str(previous.path), previous.packages),
-            side_from_packages(
-                "dry run" if dry_run else "new lock",
-                result.packages,
-                req.records(),
-            ),
+        change = relock.change_of(
+            previous, "dry run" if dry_run else "new lock", result.packages, req.records()
         )
         platforms_view = {
             p: {
@@ -307,8 +276,8 @@ def lock(
                 f"{result.solve_seconds[p]:.2f} s"
             )
         if previous.packages:
-            for line in to_text(change, header=False):
-                console.print(f"{prefix}{line}" if not line.startswith(" ") else line)
+            for line in _change_lines(change, prefix):
+                console.print(line)
         for path in result.files:
             console.print(f"wrote {path}")
         if dry_run:
@@ -320,6 +289,86 @@ def lock(
             (single,) = views_out.values()
             print_json({k: v for k, v in single.items() if k != "kind"})
     return EXIT_OK
+
+
+def _change_lines(change: LockDiff, prefix: str) -> list[str]:
+    """What a re-lock changed (``lock``) or would change (``lock --check``), the same lines:
+    one summary per platform (``prefix``: the environment's name when there are several),
+    one indented line per package."""
+    from envfactory.lockfile.diff import to_text
+
+    return [
+        line if line.startswith(" ") else f"{prefix}{line}"
+        for line in to_text(change, header=False)
+    ]
+
+
+def _check(
+    targets: list[_Target],
+    resolve: bool,
+    as_json: bool,
+    many: bool,
+    virtual_package_spec: Path | None,
+    out: Path | None,
+) -> int:
+    """``lock --check``: exit 0 when every lock is the lock of its current inputs (no solve),
+    1 when one is stale; for a stale lock, what a re-lock would change, as ``lock`` prints it
+    (``lockreview.relock_preview``), or why that cannot be shown (channels out of reach, no
+    solution): the exit code is 1 either way."""
+    from envfactory.lockfile.diff import to_json
+    from envfactory.lockfile.models import LOCK_FILE
+    from envfactory.solve.lockreview import check_lock, relock_preview
+
+    results = [(t, check_lock(t.request, t.directory, resolve=resolve)) for t in targets]
+    previews = {
+        t.directory: relock_preview(t.request, t.directory, progress=note)
+        for t, r in results
+        if not r.fresh
+    }
+    all_fresh = all(r.fresh for _, r in results)
+    code = EXIT_OK if all_fresh else EXIT_BAD_INPUT
+    if as_json:
+        views = {}
+        for t, r in results:
+            preview = previews.get(t.directory)
+            change = preview.change if preview is not None else None
+            views[t.request.name] = {
+                "kind": t.kind,
+                "lock": str(t.directory / LOCK_FILE),
+                "fresh": r.fresh,
+                "reasons": list(r.reasons),
+                "regenerate": _regenerate(t.request, virtual_package_spec, out),
+                "changes": to_json(change)["platforms"] if change is not None else None,
+                "changes_unavailable": preview.unavailable if preview is not None else None,
+            }
+        if many:
+            print_json({"fresh": all_fresh, "environments": views})
+        else:
+            (view,) = views.values()
+            keys = ("fresh", "reasons", "changes", "changes_unavailable")
+            print_json({k: view[k] for k in keys})
+        return code
+    lines = []  # plain lines: rich (~0.03 s to import) would add nothing to them
+    for t, r in results:
+        path = t.directory / LOCK_FILE
+        if r.fresh:
+            lines.append(f"{path} is up to date: {t.label}")
+            continue
+        lines.append(f"{path} is stale: {t.label}")
+        lines += [f"  {reason}" for reason in r.reasons]
+        preview = previews.get(t.directory)
+        if preview is not None and preview.change is not None:
+            lines.append("a re-lock would change:")
+            lines += _change_lines(preview.change, f"{t.request.name} " if many else "")
+        elif preview is not None:
+            first, *rest = str(preview.unavailable).splitlines() or [""]
+            lines.append(f"what a re-lock would change is not shown: {first}")
+            lines += [f"  {line}" for line in rest]
+            if preview.hint:
+                lines.append(f"  hint: {preview.hint}")
+        lines.append(f"regenerate: {_regenerate(t.request, virtual_package_spec, out)}")
+    write_lines(lines)
+    return code
 
 
 def create(
@@ -743,6 +792,8 @@ def _regenerate(request: LockRequest, virtual_package_spec: Path | None, out: Pa
     import shlex
 
     parts = [request.regenerate(full=True)]
+    if request.solver == "conda-lock":
+        parts.append("--update-all")  # conda-lock cannot keep a lock (relock.check_solver)
     if virtual_package_spec is not None:
         parts.append(f"--virtual-package-spec {shlex.quote(str(virtual_package_spec))}")
     if out is not None:

@@ -112,9 +112,11 @@ class WindowsLoads:
     process: WindowsProcess
     dlls: tuple[DllLoad, ...]
     cuda_path: Mapping[str, str]
+    long_paths: bool | None = None  # LongPathsEnabled (None: not known)
 
     def to_json(self) -> dict[str, Any]:
         """``{"python": "X.Y", "conda_python", "cwd", "module_dir", "cuda_path": {NAME: value},
+        "long_paths_enabled": bool | null,
         "dlls": [{"dll", "loader", "rule", "loads", "why", "shadowed", "where"}]}``."""
         p = self.process
         return {
@@ -123,6 +125,7 @@ class WindowsLoads:
             "cwd": p.cwd,
             "module_dir": p.module_dir,
             "cuda_path": dict(self.cuda_path),
+            "long_paths_enabled": self.long_paths,
             "dlls": [d.to_json() for d in self.dlls],
         }
 
@@ -154,7 +157,7 @@ def _windows_loads(
     process = WindowsProcess(python, conda, prefix, probes.cwd(), environ, probes.known_dlls())
     names = [n.file for n in library_names(combo, "windows")] + list(VC_RUNTIME)
     dlls = locate_all(names, combo.tensorflow.value, process, probes.fs())
-    return WindowsLoads(process, tuple(dlls), cuda_path_variables(environ))
+    return WindowsLoads(process, tuple(dlls), cuda_path_variables(environ), probes.long_paths())
 
 
 def _windows_findings(w: WindowsLoads) -> list[Finding]:
@@ -189,6 +192,17 @@ def _windows_findings(w: WindowsLoads) -> list[Finding]:
                 f"{d.dll} would load from {d.why()} [{d.rule}]"
                 if d.loads
                 else f"{d.dll} would not load: {d.why()} [{d.rule}]",
+            )
+        )
+    if w.long_paths is False:
+        findings.append(
+            Finding(
+                "long-paths-disabled",
+                "info",
+                "LongPathsEnabled is off: no program here opens a file whose path is over "
+                "259 characters (create checks an environment's paths against this limit)",
+                "to keep environments deep in your folders, enable long paths: "
+                "https://learn.microsoft.com/windows/win32/fileio/maximum-file-path-limitation",
             )
         )
     if w.cuda_path:

@@ -572,25 +572,11 @@ def measure_loads(
 
 
 def read_known_dlls() -> frozenset[str]:
-    """The KnownDLLs names from the registry (Windows only)."""
-    import winreg  # type: ignore[import-not-found,unused-ignore]
+    """The KnownDLLs names from the registry (Windows only; envfactory.host reads it)."""
+    from envfactory import host
 
     key_path = r"SYSTEM\CurrentControlSet\Control\Session Manager\KnownDLLs"
-    names: set[str] = set()
-    try:
-        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, key_path) as key:  # type: ignore[attr-defined,unused-ignore]
-            index = 0
-            while True:
-                try:
-                    _, value, _ = winreg.EnumValue(key, index)  # type: ignore[attr-defined,unused-ignore]
-                except OSError:
-                    break
-                if isinstance(value, str):
-                    names.add(value.lower())
-                index += 1
-    except OSError:
-        return frozenset()
-    return frozenset(names)
+    return frozenset(v.lower() for v in host.registry_values(key_path) if isinstance(v, str))
 
 
 # --------------------------------------------------------------------------------------------
@@ -603,6 +589,7 @@ class MachineProbes(Protocol):
     def environ(self) -> Mapping[str, str]: ...
     def cwd(self) -> str: ...
     def known_dlls(self) -> frozenset[str]: ...
+    def long_paths(self) -> bool | None: ...
     def measure_loads(
         self, prefix: Path, requests: Sequence[tuple[str, str]]
     ) -> Mapping[str, MeasuredLoad]: ...
@@ -627,6 +614,12 @@ class LiveProbes:
 
     def known_dlls(self) -> frozenset[str]:
         return read_known_dlls() if self.os_name == "windows" else frozenset()
+
+    def long_paths(self) -> bool | None:
+        """Windows' LongPathsEnabled (envfactory.host); None on Linux."""
+        from envfactory import host
+
+        return host.long_paths_enabled() if self.os_name == "windows" else None
 
     def measure_loads(
         self, prefix: Path, requests: Sequence[tuple[str, str]]

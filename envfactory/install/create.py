@@ -332,6 +332,14 @@ def create_environment(
                         for pkg, c in zip(conda, lease, strict=True)
                     }
                 )
+                from envfactory.install import longpaths  # Windows' path limit, before linking
+
+                longpaths.check_create(
+                    staging.path,
+                    prefix,
+                    (c.directory for c in lease),
+                    (tree.manifest for _pkg, tree in (pip_files.wheels if pip_files else ())),
+                )
                 hits = sum(1 for c in lease if c.outcome == "cached")
                 say(f"linking {len(conda)} conda packages ({hits} were cached already)")
                 # what the post-link check holds each record in conda-meta/ to

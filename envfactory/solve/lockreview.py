@@ -14,6 +14,9 @@ A forger who rewrites the list, the explicit files and their digests consistentl
 ``--resolve`` solves again (py-rattler for conda, uv for pip) with every locked version as a
 constraint, and reports any difference from the lock: that is the check for a lock from someone
 you do not trust (docs/security.md).
+
+On a stale lock, ``relock_preview`` solves as ``lock`` would (sticky, nothing written) so that
+``lock --check`` prints the change ``lock`` would print; an up-to-date lock is never solved.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envfactory.catalog.platforms import Platform
+from envfactory.lockfile.diff import LockDiff
 from envfactory.lockfile.models import LOCK_FILE, LockedPackage, LockFile
 from envfactory.lockfile.read import (
     Listed,
@@ -35,6 +39,7 @@ from envfactory.lockfile.read import (
 )
 from envfactory.lockfile.record import stale_files
 from envfactory.lockfile.write import explicit_name
+from envfactory.progress import Progress
 from envfactory.solve.inputs import inputs_hash
 from envfactory.solve.lock import LockRequest, pip_target
 from envfactory.untrusted import redact_url, safe_text
@@ -295,6 +300,53 @@ def check_lock(request: LockRequest, directory: Path, *, resolve: bool = False) 
     if resolve and not reasons:
         reasons += resolve_differences(request, lock)
     return CheckResult(not reasons, tuple(reasons))
+
+
+# --------------------------------------------------------------------------------------------
+# --check on a stale lock: what a re-lock would change.
+
+
+@dataclass(frozen=True)
+class RelockPreview:
+    """What ``lock`` would change if run now (a sticky solve that writes nothing), or why that
+    cannot be shown: ``change`` or ``unavailable`` (with its ``hint``) is set."""
+
+    change: LockDiff | None = None
+    unavailable: str | None = None
+    hint: str | None = None
+
+
+def relock_preview(
+    request: LockRequest, directory: Path, progress: Progress | None = None
+) -> RelockPreview | None:
+    """``lock --check`` on a stale lock: solve as ``lock`` would (the lock's packages
+    preferred, nothing written) and compare, as ``lock`` does. None when there is no lock to
+    compare with (``lock`` prints no change either). A solve that fails (channels or pip index
+    out of reach, no solution) is said, never raised: the check's reasons stand without it."""
+    from envfactory.errors import EnvfactoryError
+    from envfactory.solve import relock
+    from envfactory.solve.lock import lock_combo
+
+    previous = relock.previous_lock(directory / LOCK_FILE)
+    if previous.unreadable:
+        return RelockPreview(unavailable=f"the lock cannot be read: {previous.unreadable}")
+    if not previous.packages:
+        return None
+    if request.solver == "conda-lock":
+        return RelockPreview(
+            unavailable="--solver conda-lock re-locks only from scratch (--update-all), which "
+            "this check does not run",
+            hint="see what the default solver, which keeps the lock, would change: "
+            f"envfactory lock {request.name} --dry-run (without --solver conda-lock)",
+        )
+    if progress is not None:
+        progress(f"solving {request.name} (dry run) to show what a re-lock would change")
+    try:
+        result = lock_combo(request, directory, prefer=relock.preferred(previous, []), write=False)
+    except EnvfactoryError as exc:
+        return RelockPreview(unavailable=safe_text(exc.message), hint=exc.hint)
+    change = relock.change_of(previous, "new lock", result.packages, request.records())
+    return RelockPreview(change=change)
 
 
 def _change(old: object, new: object) -> str:

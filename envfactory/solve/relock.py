@@ -9,16 +9,24 @@ the changed inputs require moves. ``lock --update NAME`` leaves NAME out of the 
 packages, so NAME moves to the newest version the inputs allow and drags along only what the new
 version needs (pixi's ``update`` and cargo's ``update -p`` do the same); ``--update-all``
 prefers nothing: today's solve from scratch.
+
+``--solver conda-lock`` cannot keep a lock: conda-lock solves every changed input from scratch
+(its docs: adding a package "updates existing packages"), and its own ``--update PKG`` re-solves
+through conda or mamba in a fake prefix made of the locked packages
+(conda_lock/conda_solver.py, ``update_specs_for_arch``), with nothing for the conda side of a
+lock that must also change. ``check_solver`` refuses a re-lock with it that would move packages
+the user did not ask to move.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from envfactory.catalog.platforms import Platform
 from envfactory.errors import UserInputError
+from envfactory.lockfile.diff import LockDiff, compare, side_from_packages
 from envfactory.lockfile.models import LockedPackage
 
 
@@ -91,6 +99,42 @@ def check_update_names(previous: Sequence[Previous], update: Sequence[str], labe
             f"--update {', '.join(unknown)}: not in {where}",
             f"{hint} (see 'envfactory diff' or the lock's explicit files)",
         )
+
+
+def check_solver(
+    solver: str, previous: Sequence[Previous], update: Sequence[str], update_all: bool
+) -> None:
+    """``--solver conda-lock`` re-solves from scratch: refused where the lock would be kept
+    (an existing lock, no ``--update-all``) or one package moved (``--update PKG``), with the
+    two ways that work named."""
+    if solver != "conda-lock" or update_all:
+        return
+    existing = [p for p in previous if p.packages]
+    if not update and not existing:
+        return  # a first lock: nothing to keep
+    asked = f"--update {' '.join(update)}" if update else f"a re-lock of {existing[0].path}"
+    raise UserInputError(
+        f"{asked} with --solver conda-lock: conda-lock cannot keep the locked packages; it "
+        "solves from scratch, so every package nothing pins would move (its own --update "
+        "re-solves through conda or mamba, and not for changed inputs)",
+        "use the default solver (drop --solver conda-lock): it keeps the lock and moves only "
+        "what the inputs or --update PKG need; or pass --update-all to re-solve everything "
+        "with conda-lock",
+    )
+
+
+def change_of(
+    previous: Previous,
+    label: str,
+    packages: Mapping[Platform, Sequence[LockedPackage]],
+    records: Mapping[Platform, Mapping[str, Any]],
+) -> LockDiff:
+    """What a re-lock changes: the lock it replaces against the packages it solved (``lock``,
+    ``lock --dry-run`` and ``lock --check`` print this)."""
+    return compare(
+        side_from_packages(str(previous.path), previous.packages),
+        side_from_packages(label, packages, records),
+    )
 
 
 def _normal(name: str) -> str:

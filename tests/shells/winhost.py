@@ -245,3 +245,50 @@ def drive_c(prefix: WinePrefix, windows_path: str) -> Path:
         )
         here = same[0] if same else here / part
     return here
+
+
+def build_wheel(out: Path) -> Path:
+    """envfactory's own wheel from this checkout, as a release builds it (hatchling, the
+    pyproject's backend, already in the test environment: no download)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "-w", str(out), str(CHECKOUT)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SetupFailed(f"pip wheel failed:\n{done.stderr[-2000:]}")
+    (wheel,) = out.glob("envfactory-*.whl")
+    return wheel
+
+
+def install_as_release(python: Path, home: Path, home_win: str, wheel: Path) -> Path:
+    """A second Windows Python in ``home`` (``home_win`` as Windows names it) where envfactory
+    comes from ``wheel`` only, installed with the ``installer`` library in the ``nt`` scheme
+    (what pip does on Windows): ``Lib\\site-packages``, and ``Scripts\\envfactory.exe``, the
+    console launcher installer ships, naming ``home``'s python.exe. Its ``._pth`` reaches the
+    dependencies in ``python``'s site-packages and not this checkout. Returns the launcher."""
+    from installer import install
+    from installer.destinations import SchemeDictionaryDestination
+    from installer.sources import WheelFile
+
+    home.mkdir(parents=True, exist_ok=True)
+    for file in python.iterdir():  # python.exe, python311.dll, python311.zip, ...
+        if file.is_file() and file.name != PTH:
+            (home / file.name).write_bytes(file.read_bytes())
+    site = home / "Lib" / "site-packages"
+    pth = ["python311.zip", ".", "Lib\\site-packages", win_path(python / "Lib" / "site-packages")]
+    (home / PTH).write_text("\r\n".join([*pth, "import site"]) + "\r\n", encoding="ascii")
+    destination = SchemeDictionaryDestination(
+        {
+            "purelib": str(site),
+            "platlib": str(site),
+            "headers": str(home / "Include" / "envfactory"),
+            "scripts": str(home / "Scripts"),
+            "data": str(home),
+        },
+        interpreter=home_win + "\\python.exe",
+        script_kind="win-amd64",
+    )
+    with WheelFile.open(wheel) as source:
+        install(source, destination, {"INSTALLER": b"envfactory-tests\n"})
+    return home / "Scripts" / "envfactory.exe"
