@@ -31,7 +31,8 @@ def test_the_table_keeps_each_recipes_bounds_selectors_and_variables() -> None:
     def spec(version: str, name: str) -> dict[str, object]:
         return next(r for r in releases[version]["run"] if r["name"] == name)
 
-    # Anaconda caps numpy where the PyPI wheels do not (2.19: <2.3, 2.20: <2.2), and drops it
+    # Anaconda's numpy bounds differ from the PyPI wheels' (data/tf-requires.json): 2.19 <2.3.0
+    # (PyPI <2.2.0), 2.20 <2.2.0 (PyPI uncapped), 2.21 uncapped like PyPI
     assert spec("2.19.0", "numpy")["spec"] == ">=1.26.0,<2.3.0"
     assert spec("2.20.0", "numpy")["spec"] == ">=1.26.0,<2.2.0"
     assert spec("2.21.0", "numpy")["spec"] == ">=1.26.0"
