@@ -36,8 +36,8 @@ class Log:
 
     @property
     def held_out(self) -> bool:
-        """``# split: held-out`` or ``held-out-4``: never used for tuning"""
-        return self.split in ("held-out", "held-out-4")
+        """``# split: held-out`` or ``held-out-5``: never used for tuning"""
+        return self.split in ("held-out", "held-out-5")
 
     @property
     def spent(self) -> bool:
@@ -50,15 +50,20 @@ class Log:
         return self.split == "spent-held-out-2"
 
 
-SPLITS = {"held-out", "spent-held-out", "spent-held-out-2", "spent-held-out-3", "held-out-4"}
+SPLITS = {
+    "held-out", "spent-held-out", "spent-held-out-2", "spent-held-out-3", "spent-held-out-4",
+    "held-out-5",
+}  # fmt: skip
 """``spent-held-out-3``: 18 logs (12 problem, 6 healthy) collected on 2026-12-03 after the
 freeze commit d68cf90 of issue 24 (the 'no GPU' wording, TF >= 2.11 on native Windows, the
 MSVC preload check, DLL search), measured once as ``held-out-3`` (recall 8/12, 0/6 healthy
-flagged: tests/data/explain-held-out-3-first-run.txt), then tuned on. ``held-out-4``: logs
-collected on 2026-12-03 after the freeze commit named in tests/data/SOURCES.md (explain-corpus),
-each with its expectation committed before any run; scored once by
-``scripts/score-explain-corpus --split held-out-4``
-(tests/data/explain-held-out-4-first-run.txt)."""
+flagged: tests/data/explain-held-out-3-first-run.txt), then tuned on. ``spent-held-out-4``: 16
+logs collected on 2026-12-03 after the freeze commit 36589fb, scored once as ``held-out-4``
+(recall 11/12, 0/4 healthy flagged: tests/data/explain-held-out-4-first-run.txt), then tuned on.
+``held-out-5``: logs collected on 2026-12-03 after the freeze commit named in
+tests/data/SOURCES.md (explain-corpus), each with its expectation committed before any run;
+scored once by ``scripts/score-explain-corpus --split held-out-5``
+(tests/data/explain-held-out-5-first-run.txt)."""
 
 
 def load_corpus(directory: Path = CORPUS) -> list[Log]:

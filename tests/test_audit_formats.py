@@ -230,6 +230,15 @@ def test_tf_outside_the_catalog_is_checked_against_the_tested_builds_or_unknown(
     )
 
 
+def test_a_tf_pre_release_no_table_holds_is_unknown_never_consistent(tmp_path: Path) -> None:
+    # held-out-3's keras-mmoe pins tensorflow==2.0.0-alpha0: neither the Requires-Dist table
+    # nor the tested-build tables hold that release, so nothing about it can be checked
+    alpha = _report(tmp_path, "alpha.txt", "numpy==1.16.3\ntensorflow==2.0.0-alpha0\n")
+    assert alpha.verdict == "unknown" and alpha.unchecked and "pre-release" in alpha.unchecked
+    final = _report(tmp_path, "final.txt", "numpy==1.16.3\ntensorflow==2.0.0\n")
+    assert final.verdict == "consistent"
+
+
 def test_a_bare_cuda_major_of_the_tables_means_its_x_0_libraries(tmp_path: Path) -> None:
     # TF 1.5-1.12 are tabled with CUDA "9": their binaries load libcudart.so.9.0
     text = (

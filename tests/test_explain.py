@@ -179,6 +179,9 @@ def test_users_guide_errors(line: str, pid: str, in_cause: str) -> None:
          "Cannot dlopen some TensorRT libraries.", []),
         ("W dso_loader.cc:64] Could not load dynamic library 'libcupti.so.11.2'; dlerror: "
          "libcupti.so.11.2: cannot open shared object file", []),
+        # NumPy 2's import message pasted from its second paragraph on
+        ("downgrade to 'numpy<2' or try to upgrade the affected module.\nWe expect that some "
+         "modules will need time to support NumPy 2.", [("numpy-too-new", "problem")]),
         ("GPU available: False, used: False", []),
         ("Using GPU: 0", []),
         # "No GPU" in users' words and in what the usual check scripts print.
@@ -241,6 +244,55 @@ def test_cpu_only_messages_are_notes_unless_the_log_shows_a_gpu() -> None:
     assert explain(no_cuda_path).problems[0].severity == "note"
     linked = "ImportError: libcudart.so.10.0: cannot open shared object file: No such file"
     assert explain(linked).problems[0].severity == "problem"
+
+
+def test_a_cudart_dlerror_is_a_problem_when_the_user_says_the_gpu_was_set_up() -> None:
+    # TensorFlow's own note says to ignore the dlerror "if you do not have a GPU set up": a log
+    # naming the CUDA/cuDNN the user installed, GPU support or their card is the other case.
+    dlerror = (
+        "Could not load dynamic library 'cudart64_110.dll'; dlerror: cudart64_110.dll not found"
+    )
+    assert [(p.id, p.severity) for p in explain(dlerror).problems] == [("cudart-not-found", "note")]
+    for intent in ("Windows 10, TF2.10.1, CUDA 11.2, cuDNN 8.1", "I need GPU support",
+                   "pip install tensorflow-gpu==2.3.0", "my card is an RTX 3070"):  # fmt: skip
+        found = explain(dlerror + "\n" + intent).problems
+        assert [(p.id, p.severity) for p in found] == [("cudart-not-found", "problem")], intent
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        # TF >= 2.11 on native Windows with no GPU seen: the specific cause, not the generic one.
+        ("C:\\Users\\me> python -c \"import tensorflow as tf; print(tf.__version__)\"\n2.12.0\n"
+         "TensorFlow version: 2.12.0\nNum GPUs Available: 0", ["windows-no-gpu-build"]),
+        # the issue template's heading, its answer on the next line
+        ("### TensorFlow version\n\n2.13.0\n\n### OS platform and distribution\n\nWindows 11\n"
+         "\nprint(tf.config.list_physical_devices('GPU'))  # []", ["windows-no-gpu-build"]),
+        ("Successfully installed tensorflow-2.14.0 tensorflow-intel-2.14.0\n"
+         "D:\\work\\train.py: GPU is NOT AVAILABLE", ["windows-no-gpu-build"]),
+        # the same on Linux, on Windows with TF 2.10, or on Windows with the GPU found
+        ("/home/me$ python check.py\nTensorFlow version: 2.12.0\nNum GPUs Available: 0",
+         ["tf-no-gpu"]),
+        ("C:\\Users\\me> python check.py\nTensorFlow version: 2.10.1\nNum GPUs Available: 0",
+         ["tf-no-gpu"]),
+        ("C:\\Users\\me> python check.py\nTensorFlow version: 2.12.0\n"
+         "[PhysicalDevice(name='/physical_device:GPU:0', device_type='GPU')]", []),
+        # a heading's answer is read with it only on the next non-empty line
+        ("### TensorFlow version\n\nsee below\n2.13.0\nWindows 11\nNum GPUs Available: 0",
+         ["tf-no-gpu"]),
+    ],
+)  # fmt: skip
+def test_tf_2_11_or_later_on_native_windows(log: str, expected: list[str]) -> None:
+    assert [p.id for p in explain(log).problems if p.severity == "problem"] == expected
+
+
+def test_loader_checks_required_names() -> None:
+    rule = (
+        "problems:\n  - {id: x, keywords: [a], patterns: [a], requires: [%s], cause: c, fix: f}\n"
+    )
+    with pytest.raises(CatalogError, match="requires unknown"):
+        _load(rule % "nowhere", "t.yaml")
+    assert _load(rule % "x", "t.yaml").problems[0].requires == ("x",)
 
 
 def test_loader_refuses_unbounded_wildcards() -> None:

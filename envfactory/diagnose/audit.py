@@ -1093,12 +1093,21 @@ def _unchecked(inv: Inventory, tf: str | None, declared_known: bool) -> str | No
     pkg = _tf_package(inv)
     if pkg is None or (_exact(pkg) is None and not tf.endswith("*")):
         return f"TensorFlow's version '{tf}' is not one release"
+    if not declared_known and _prerelease(tf):
+        return f"TensorFlow {tf} is a pre-release that no release table holds: not checked"
     if (_minor(tf), _os(inv.platform)) not in releases():
         return (
             f"TensorFlow {tf} is not in TF's tested-build tables (1.0 onwards): CUDA, cuDNN "
             "and Python not checked"
         )
     return None
+
+
+def _prerelease(tf: str) -> bool:
+    try:
+        return Version(tf).is_prerelease
+    except InvalidVersion:
+        return False
 
 
 def _check_cuda(inv: Inventory, tf: str, catalog: Catalog) -> list[AuditFinding]:

@@ -47,6 +47,10 @@ _CPU_ONLY_NOTE = (
 )
 
 
+_HEADING = re.compile(r"#{2,4}\s{1,3}([\w .-]{1,60}?)\s{0,3}$")
+"""a Markdown heading of an issue template, whose answer is the next non-empty line"""
+
+
 class Regex:
     """A pattern of the table, compiled (case-insensitive) the first time it is searched: a
     log reaches the patterns of a few rules only (their keywords gate them), and compiling all
@@ -89,6 +93,8 @@ class Pattern:
     suppressed_by: tuple[str, ...]
     unless_keywords: tuple[str, ...]
     unless_log_has: tuple[Regex, ...]
+    requires: tuple[str, ...]
+    """evidence sets and problem ids every one of which the log must show for a hit to count"""
     cause: str
     fix: str
     detail: str | None
@@ -177,7 +183,7 @@ def _seq(node: YamlMap, key: str, where: str) -> list[object]:
 
 _KEYS = {
     "id", "keywords", "patterns", "weak_patterns", "weak_when", "weak_unless", "suppressed_by",
-    "unless_keywords", "unless_log_has", "cause", "fix", "detail",
+    "unless_keywords", "unless_log_has", "requires", "cause", "fix", "detail",
 }  # fmt: skip
 _REQUIRED = {"id", "keywords", "patterns", "cause", "fix"}
 
@@ -211,6 +217,7 @@ def _problem(node: object, path: str) -> Pattern:
         suppressed_by=tuple(str(s) for s in _seq(node, "suppressed_by", where)),
         unless_keywords=tuple(str(k).lower() for k in _seq(node, "unless_keywords", where)),
         unless_log_has=tuple(_compile(p, where) for p in _seq(node, "unless_log_has", where)),
+        requires=tuple(str(s) for s in _seq(node, "requires", where)),
         cause=str(node["cause"]),
         fix=str(node["fix"]),
         detail=str(detail) if detail else None,
@@ -242,6 +249,9 @@ def _load(text: str, path: str) -> Table:
         unknown = set(rule.weak_unless) - names
         if unknown:
             raise CatalogError(f"{path}: '{rule.id}' names unknown evidence {unknown}")
+        unknown = set(rule.requires) - names - seen
+        if unknown:
+            raise CatalogError(f"{path}: '{rule.id}' requires unknown evidence or ids {unknown}")
     return Table(problems=tuple(out), evidence=evidence)
 
 
@@ -319,8 +329,17 @@ def explain_lines(lines: Iterable[str], rules: Table | None = None) -> Explanati
     hits: dict[str, _Hits] = {}
     flags: set[tuple[str, str]] = set()  # (problem id, "when" | "unless")
     seen: set[str] = set()  # names of the evidence sets found
+    heading: str | None = None
     for number, raw in enumerate(lines, start=1):
-        for piece in _windows(raw):
+        pieces = list(_windows(raw))
+        if heading is not None and raw.strip() and len(pieces) == 1:
+            # An issue template's answer ('### TensorFlow version' then '2.12.0') is also read
+            # as one line, 'TensorFlow version: 2.12.0'; lines shown stay as written.
+            pieces.append(f"{heading}: {raw.strip()}")
+        if raw.strip():
+            title = _HEADING.match(raw.strip())
+            heading = title.group(1) if title else None
+        for piece in pieces:
             # a log's escape sequences and control characters are never echoed to a terminal
             # (OSC 52 writes the clipboard, CR overwrites the line), nor matched
             shown = terminal_text(piece).strip()
@@ -365,10 +384,16 @@ def explain_lines(lines: Iterable[str], rules: Table | None = None) -> Explanati
                 ):
                     found.lines.append((number, shown))
     by_id = {rule.id: rule for rule in tbl.problems}
+    # a hit counts only where the log also shows everything its problem requires
+    active = {
+        pid: found
+        for pid, found in hits.items()
+        if all(r in seen or (r in hits and (r, "unless") not in flags) for r in by_id[pid].requires)
+    }
     problems: list[Problem] = []
-    for pid, found in hits.items():
+    for pid, found in active.items():
         rule = by_id[pid]
-        if (pid, "unless") in flags or any(s in hits for s in rule.suppressed_by):
+        if (pid, "unless") in flags or any(s in active for s in rule.suppressed_by):
             continue
         weak_only = not found.strong and not seen.intersection(rule.weak_unless)
         if weak_only and rule.weak_when is not None and (pid, "when") not in flags:
