@@ -300,3 +300,15 @@ def test_an_update_running_elsewhere_is_not_interfered_with(
     finally:
         running.remove()
     assert create(tmp_path, locks["B"], "--update").returncode == 0
+
+
+def test_a_package_that_installs_into_the_journals_place_is_refused(tmp_path: Path) -> None:
+    """``.envfactory-update-*`` is one of envfactory's own paths: a package that installs there
+    (where a journal lives, and is read back after a crash) never reaches the cache."""
+    evil = Crafted("evil", files={".envfactory-update-0/journal.json": b'{"state": "applying"}'})
+    lock = lock_of(tmp_path, "evil", [evil])
+    refused = envfactory(tmp_path, "create", str(lock), "-p", str(tmp_path / "env"),
+                         "--platform", "linux-64")  # fmt: skip
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert ".envfactory-update-0/journal.json" in refused.stderr
+    assert not (tmp_path / "env").exists()
