@@ -169,6 +169,7 @@ def test_a_record_that_lists_a_path_outside_the_prefix_changes_nothing(
     assert snapshot(env) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("renames", [1, 12, 40])
 def test_a_kill_9_mid_update_is_rolled_back_by_the_next_run(
     tmp_path: Path, locks: dict[str, Path], renames: int
@@ -213,6 +214,7 @@ def test_a_kill_9_mid_update_is_rolled_back_by_the_next_run(
     assert verify_environment(env).identical
 
 
+@pytest.mark.slow
 def test_a_kill_9_after_the_commit_keeps_the_update(tmp_path: Path, locks: dict[str, Path]) -> None:
     """Cut after the journal says ``committed`` (the 52nd rename: 1 journal, 26 paths aside, 24
     in, then the commit's journal): the update stands; the next run only clears the journal."""
@@ -231,6 +233,7 @@ def test_a_kill_9_after_the_commit_keeps_the_update(tmp_path: Path, locks: dict[
     assert not any(p.name.startswith(".envfactory-update-") for p in env.iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("signal", "event"),
     [("SIGINT", "os.rename:12"), ("SIGTERM", "os.rename:40"), ("SIGINT", "open:2")],
