@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from envfactory import ownfiles
+from envfactory import host, ownfiles
 from envfactory.cache import filelock
 from envfactory.cache.pathcheck import UnsafePackage, check_relative
 from envfactory.cache.staging import MARKER, Staging
@@ -192,9 +192,11 @@ class Journal:
         finally:
             os.close(fd)
         temporary.replace(self.path / PLAN)
+        if host.WINDOWS:
+            return  # os.open refuses a directory there: only the file is flushed
         directory = os.open(self.path, os.O_RDONLY)
         try:
-            os.fsync(directory)
+            os.fsync(directory)  # the rename itself on disk
         finally:
             os.close(directory)
 
