@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from crafted import Crafted, write_crafted, write_lock
+from shells.wine import WinePrefix
 
 from envfactory.install.verify import verify_environment
 
@@ -315,3 +317,56 @@ def test_a_package_that_installs_into_the_journals_place_is_refused(tmp_path: Pa
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert ".envfactory-update-0/journal.json" in refused.stderr
     assert not (tmp_path / "env").exists()
+
+
+def win_lock(tmp: Path, name: str, packages: list[Crafted]) -> Path:
+    """A win-64 lock whose file:// URLs a Windows program reads (wine's Z: drive)."""
+    archives = {write_crafted(tmp / "channel", p): p for p in packages}
+    lock = write_lock(tmp / "locks" / name, archives, platform="win-64")
+    lock.write_text(lock.read_text().replace("file:///", "file:///Z:/"), encoding="utf-8")
+    return lock
+
+
+@pytest.mark.wine
+@pytest.mark.skipif(shutil.which("wine") is None, reason="wine is not installed")
+def test_an_update_in_place_on_a_windows_host(
+    request: pytest.FixtureRequest, wine: WinePrefix, tmp_path: Path
+) -> None:
+    """envfactory as a Windows program (tests/shells/winhost.py) updates an environment in
+    place: the journal's lock, renames and clean-up under Windows' rules, the kept files the
+    same hard links."""
+    from shells import winhost
+    from shells.wine import win_path
+
+    cache = request.config.cache
+    folder = Path(cache.mkdir("windows-host")) if cache else tmp_path / "winhost"
+    python = winhost.prepare(folder)
+    winhost.add_process_prng(wine)
+
+    def win(pkg: Crafted) -> Crafted:
+        return Crafted(pkg.name, pkg.version, pkg.build, "win-64", pkg.files)
+
+    first = win_lock(tmp_path, "a", [win(KEEP), win(OLD), win(many("1.0"))])
+    second = win_lock(tmp_path, "b", [win(KEEP), win(many("2.0")), win(NEW)])
+    env_win = "C:\\envs\\app"
+    settings = {"ENVFACTORY_PKGS_DIRS": "C:\\envfactory-pkgs", "ENVFACTORY_TRACEBACK": "1"}
+    (created,) = winhost.run_batch(
+        wine, python, [winhost.Job(["create", win_path(first), "-p", env_win])],
+        tmp_path / "batch1", settings,
+    )  # fmt: skip
+    assert created.code == 0, created.stderr
+    env = winhost.drive_c(wine, env_win)
+    kept = (env / "lib/keep/k0.so").stat().st_ino
+    updated, verified = winhost.run_batch(
+        wine, python,
+        [winhost.Job(["create", win_path(second), "-p", env_win, "--update"]),
+         winhost.Job(["verify", env_win])],
+        tmp_path / "batch2", settings,
+    )  # fmt: skip
+    assert updated.code == 0, updated.stderr
+    assert "(1 conda packages kept, 2 linked)" in updated.stdout
+    assert verified.code == 0 and "is identical" in verified.stdout, verified.stdout
+    assert (env / "lib/keep/k0.so").stat().st_ino == kept
+    assert (env / "lib/many/f00.txt").read_bytes() == b"2.0 0\n"
+    assert not (env / "share/old").exists()
+    assert not list(env.glob(".envfactory-update-*"))

@@ -186,7 +186,10 @@ class Journal:
     def _write_plan(self) -> None:
         data = (json.dumps(self.plan, indent=0) + "\n").encode()
         temporary = ownfiles.write_file(self.path, f"{PLAN}.tmp", data)
-        fd = os.open(temporary, os.O_RDONLY)
+        # a handle open for writing: Windows flushes no other (FlushFileBuffers wants
+        # GENERIC_WRITE, learn.microsoft.com/en-us/windows/win32/api/fileapi/
+        # nf-fileapi-flushfilebuffers)
+        fd = os.open(temporary, os.O_WRONLY | ownfiles.NOFOLLOW | getattr(os, "O_BINARY", 0))
         try:
             os.fsync(fd)
         finally:
