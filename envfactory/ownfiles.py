@@ -110,6 +110,26 @@ def write_file(root: Path, relative: str, data: bytes) -> Path:
     return path
 
 
+def replace_in_file(path: Path | str, old: bytes, new: bytes) -> bool:
+    """Replace every ``old`` in the regular file ``path`` with ``new``, in place and never
+    through a link (the file checked as ``write_file`` checks it; its directories are the
+    caller's to check): one open, one read, and the file written again from the first ``old``
+    on. False, writing nothing, when there is no such file or no ``old`` in it."""
+    try:
+        fd = _open(Path(path), os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    with os.fdopen(fd, "r+b") as handle:
+        data = handle.read()
+        at = data.find(old) if old else -1
+        if at < 0:
+            return False
+        handle.seek(at)
+        handle.write(data[at:].replace(old, new))
+        handle.truncate()
+    return True
+
+
 def read_file(path: Path) -> bytes | None:
     """The bytes of a regular file, never read through a link; None when there is none."""
     try:

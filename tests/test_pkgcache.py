@@ -17,6 +17,7 @@ from crafted import Crafted, crafted_lock, write_crafted, write_lock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from envfactory import ownfiles
 from envfactory.cache.layout import MEMO, STAGING, default_root
 from envfactory.cache.pathcheck import (
     UnsafePackage,
@@ -691,3 +692,30 @@ def test_clean_removes_the_kept_views(tmp_path: Path) -> None:
     assert _views(tmp_path) == []
     create_environment(lock, tmp_path / "b", platform="linux-64", cache=cache)
     assert verify_environment(tmp_path / "b").identical
+
+
+def test_a_record_is_pointed_at_its_entry_in_place_never_through_a_link(tmp_path: Path) -> None:
+    """The path of the view a record names is replaced in place (``ownfiles.replace_in_file``,
+    what create does to each record rattler wrote) with exactly the bytes a full rewrite gives,
+    by a shorter or a longer path; a record that is a symlink is refused and what it points to
+    is left alone; a missing record or one without the path is left as it is."""
+    view, entry = "/c/views/k/a-1-0-h0_0", "/c/sha256/s/pkg"
+    raw = json.dumps(
+        {"extracted_package_dir": view, "files": ["x"] * 50, "link": {"source": view}}, indent=1
+    ).encode()
+    meta = tmp_path / "conda-meta"
+    meta.mkdir()
+    for new in (entry, entry + "/longer/than/the/view/it/replaces"):
+        record = meta / "a.json"
+        record.write_bytes(raw)
+        assert ownfiles.replace_in_file(record, view.encode(), new.encode())
+        assert record.read_bytes() == raw.replace(view.encode(), new.encode())
+    assert not ownfiles.replace_in_file(meta / "a.json", b"/not/there", b"/x")
+    assert not ownfiles.replace_in_file(meta / "missing.json", view.encode(), entry.encode())
+    assert not (meta / "missing.json").exists()
+    outside = tmp_path / "outside.json"
+    outside.write_bytes(raw)
+    (meta / "b.json").symlink_to(outside)
+    with pytest.raises(ownfiles.LinkRefused):
+        ownfiles.replace_in_file(meta / "b.json", view.encode(), entry.encode())
+    assert outside.read_bytes() == raw

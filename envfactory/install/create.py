@@ -430,16 +430,17 @@ def _point_records_at_entries(prefix: Path, sources: Mapping[str, tuple[str, str
     """rattler records where it linked each package from (``extracted_package_dir``,
     ``link.source``): the lease's view, removed once the create is done. Each record is
     pointed at the cache entry itself (``<cache>/sha256/<sha256>/pkg``), which outlives it;
-    the path is replaced as the JSON text holds it (a record of a TF stack is megabytes)."""
+    the path is replaced as the JSON text holds it (a record of a TF stack is megabytes), in
+    place: one open and one write per record (a read and a rewrite of each, through pathlib,
+    took ~30 ms of a warm create of 210 packages)."""
+    meta = ownfiles.real_directories(prefix, "conda-meta")
     for name, (view, entry) in sources.items():
-        rel = f"conda-meta/{name}.json"
-        data = ownfiles.read_file(prefix / rel)
-        if data is None:
-            continue  # check_installed names the missing record
-        old = json.dumps(view, ensure_ascii=False)[1:-1].encode()
-        new = json.dumps(entry, ensure_ascii=False)[1:-1].encode()
-        if old in data:
-            ownfiles.write_file(prefix, rel, data.replace(old, new))
+        # a record that is missing is named by check_installed
+        ownfiles.replace_in_file(
+            meta / f"{name}.json",
+            json.dumps(view, ensure_ascii=False)[1:-1].encode(),
+            json.dumps(entry, ensure_ascii=False)[1:-1].encode(),
+        )
 
 
 def _import_the_rest() -> None:
