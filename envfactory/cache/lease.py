@@ -185,7 +185,8 @@ class Lease:
 
     def source(self, cached: CachedPackage) -> str:
         """The path rattler links ``cached`` from (and records in conda-meta/)."""
-        return str(self.view / cached.name)  # native separators, as rattler records it
+        # native separators, as rattler records it (os.path: runs for every package)
+        return os.path.join(self.view, cached.name)  # noqa: PTH118
 
     def make_view(self, waiting_for: Callable[[str], None] | None = None) -> None:
         if host.WINDOWS:

@@ -247,7 +247,7 @@ def read_paths(what: str, directory: Path) -> list[PathEntry]:
     return parse_paths(what, {"paths": [{"_path": f} for f in files if f]})
 
 
-def check_index(pkg: Wanted, directory: Path) -> None:
+def check_index(pkg: Wanted, directory: Path | str) -> None:
     """The package's own ``info/index.json`` names the locked package: name, version, build
     and, where both say one, subdir. Checked when an entry is filled and each time it is used
     (entries are found by their archive's hash, which a lock can name under any name)."""

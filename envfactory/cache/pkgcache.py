@@ -285,14 +285,16 @@ class PackageCache:
         """Whether the entry of ``sha`` can be linked for ``pkg`` (module docstring). An
         entry owned by another user, or writable by others, is refused; one whose archive is
         another package is refused (``check_index``)."""
-        directory = self.entries / sha
+        # plain strings: this runs for every package of every create
+        directory = f"{self.entries}/{sha}"
         try:
             st = os.lstat(directory)
         except FileNotFoundError:
             return "absent", None
-        check_owned(directory, st)
+        check_owned(Path(directory), st)
         try:
-            record = json.loads((directory / RECORD).read_bytes())
+            with open(f"{directory}/{RECORD}", "rb") as handle:  # noqa: PTH123
+                record = json.loads(handle.read())
         except (OSError, ValueError):
             return "damaged", None
         if not isinstance(record, dict) or record.get("sha256") != sha:
@@ -301,9 +303,10 @@ class PackageCache:
         if algorithm == "md5" and record.get("md5") != expected:
             (self.root / BY_MD5 / expected).unlink(missing_ok=True)  # a stale note
             return "absent", None
-        check_index(pkg, directory / PACKAGE)
+        package = f"{directory}/{PACKAGE}"
+        check_index(pkg, package)
         summary = read_summary(directory, sha)
-        if summary is None or not stamps_hold(directory / PACKAGE, summary):
+        if summary is None or not stamps_hold(package, summary):
             return "damaged", None
         return "ok", summary
 
