@@ -438,13 +438,6 @@ def leftovers(parent: Path, cache: Path) -> list[str]:
     return found
 
 
-def _ctrl_c_not_ignored() -> None:
-    """A create started from a terminal: SIGINT at its default. A suite started in the background
-    of a non-interactive shell inherits SIGINT ignored, and Python (like any Unix program) keeps
-    an inherited SIG_IGN, so every SIGINT cut would silently be no cut at all."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_interrupted_create_leaves_nothing_and_a_rerun_succeeds(
@@ -477,7 +470,6 @@ def test_interrupted_create_leaves_nothing_and_a_rerun_succeeds(
             env={**os.environ, "ENVFACTORY_PKGS_DIRS": str(cache), "ENVFACTORY_STOP_AT": event},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=sig == signal.SIGINT,
-            preexec_fn=_ctrl_c_not_ignored,
         )  # fmt: skip
         _pid, status = os.waitpid(proc.pid, os.WUNTRACED)  # stopped at the event, not reaped
         assert os.WIFSTOPPED(status), f"create ended before printing {event!r}"
