@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,6 +51,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_GOLDENS] = Goldens(update=bool(config.getoption("--update-goldens")))
+    # The interrupt tests send SIGINT as a Ctrl-C at a terminal would. A suite started in the
+    # background of a non-interactive shell inherits SIGINT ignored, every process it starts
+    # keeps that (Python too), and each such Ctrl-C would silently be no interrupt at all
+    # (seen: test_interrupted_create_leaves_nothing_and_a_rerun_succeeds cut 0 of 6). With a
+    # handler here, the processes the tests start get SIGINT at its default again.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
