@@ -45,7 +45,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from envfactory import host, ownfiles
 from envfactory.cache.pathcheck import OWN_RECORD, Linked, check_installed, check_links_across
@@ -58,6 +58,9 @@ from envfactory.lockfile.record import LockMetadata
 from envfactory.progress import Progress, Transfer
 from envfactory.solve.channels import ChannelMap
 from envfactory.untrusted import PIP_NAME, SHA256, TOKEN_PLACEHOLDER, redact_url
+
+if TYPE_CHECKING:
+    from envfactory.install.pipside import Prepared
 
 MARKER = OWN_RECORD  # conda-meta/envfactory.json: which lock built this prefix
 _PIP_URL = re.compile(r"\A(?:https?|file)://[^\s\x00-\x1f\x7f]+\Z")
@@ -75,6 +78,33 @@ class CreateResult(NamedTuple):
     pip_downloaded: int = 0  # bytes of pip files downloaded (0 when all were cached)
     pip_cached: int = 0  # pip files that were in the package cache already
     built: tuple[str, ...] = ()  # sdists built into wheels
+
+    @classmethod
+    def of(
+        cls,
+        prefix: Path,
+        platform: Platform,
+        counts: tuple[int, int],
+        activation: tuple[Path, ...],
+        note: str | None,
+        replaced: Path | None,
+        from_cache: int,
+        pip_files: Prepared | None,
+    ) -> CreateResult:
+        """The result of a create or an update: ``counts`` are its conda and pip packages; the
+        pip files' figures come from what ``pipside.prepare`` did (none without wheels)."""
+        return cls(
+            prefix,
+            platform,
+            *counts,
+            activation,
+            note,
+            replaced,
+            from_cache,
+            pip_files.downloaded if pip_files else 0,
+            pip_files.cached if pip_files else 0,
+            pip_files.built if pip_files else (),
+        )
 
 
 def relocate(
@@ -398,18 +428,8 @@ def create_environment(
 
         say(f"compiled {compile_site_packages(prefix, target_platform, python)} (--compile)")
     moved = tuple(prefix / p.relative_to(staging.path) for p in activation)
-    return CreateResult(
-        prefix,
-        target_platform,
-        len(conda),
-        len(wheels),
-        moved,
-        note,
-        replacing,
-        hits,
-        pip_files.downloaded if pip_files else 0,
-        pip_files.cached if pip_files else 0,
-        pip_files.built if pip_files else (),
+    return CreateResult.of(
+        prefix, target_platform, (len(conda), len(wheels)), moved, note, replacing, hits, pip_files
     )
 
 

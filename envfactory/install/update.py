@@ -185,18 +185,15 @@ def update_environment(
             "environment anew with --force instead of --update",
         ) from None
     say(f"updated {prefix}")
-    created = CreateResult(
+    created = CreateResult.of(
         prefix,
         plan.target,
-        len(plan.packages.conda),
-        len(plan.packages.wheels),
+        (len(plan.packages.conda), len(plan.packages.wheels)),
         tuple(prefix / p.relative_to(journal.new) for p in activation),
         note,
         None,
         hits,
-        pip_files.downloaded if pip_files else 0,
-        pip_files.cached if pip_files else 0,
-        pip_files.built if pip_files else (),
+        pip_files,
     )
     return UpdateResult(created, plan.changes, len(plan.kept))
 
